@@ -1,0 +1,107 @@
+"""Checkpoint history reconstructed from the JobManager's checkpoint lifecycle lines (shared by the checkpoint runbooks)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .model import Event, Incident
+
+_TRIGGER = re.compile(r"Triggering (?:checkpoint|savepoint) (?P<id>\d+)\b.*? for job (?P<job>[0-9a-f]{32})")
+_COMPLETED = re.compile(
+    r"Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) \((?P<bytes>\d+) bytes"
+    r"(?:, checkpointDuration=(?P<dur>\d+) ms| in (?P<dur_old>\d+) ms)?"
+)
+_EXPIRED = re.compile(r"Checkpoint (?P<id>\d+) of job (?P<job>[0-9a-f]{32}) expired before completing")
+_DECLINED = re.compile(r"Decline checkpoint (?P<id>\d+) by task (?P<task>\S+)(?: of job (?P<job>[0-9a-f]{32}))?")
+_FAILED = re.compile(
+    r"Failed to trigger or complete checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32})\.?"
+    r"(?: \((?P<consecutive>\d+) consecutive failed attempts so far\))?"
+)
+_TRIGGER_FAILED = re.compile(r"Failed to trigger checkpoint (?:(?P<id>\d+) )?for job (?P<job>[0-9a-f]{32})")
+THRESHOLD = re.compile(
+    r"Exceeded checkpoint tolerable failure threshold\.?(?: The latest checkpoint failed due to (?P<reason>.+?), view)?"
+)
+
+
+@dataclass
+class CheckpointAttempt:
+    checkpoint_id: int
+    job: str | None
+    triggered: str | None = None
+    outcome: str = "in progress"  # completed | expired | declined | failed | in progress
+    finished: str | None = None
+    duration_ms: int | None = None
+    size_bytes: int | None = None
+    failure: str | None = None  # the reason (deepest cause) of a failed attempt
+    events: list[Event] = field(default_factory=list)
+
+
+def checkpoint_history(incident: Incident) -> list[CheckpointAttempt]:
+    """One entry per checkpoint id (and job), in id order, with its outcome and the events that tell it."""
+    attempts: dict[tuple[str | None, int], CheckpointAttempt] = {}
+
+    def get(cid: str, job: str | None) -> CheckpointAttempt:
+        key = (job, int(cid))
+        if key not in attempts and job is None:
+            # Decline lines before 1.15 do not always name the job: attach to the attempt with that id.
+            for (j, i), att in attempts.items():
+                if i == int(cid):
+                    return att
+        return attempts.setdefault(key, CheckpointAttempt(int(cid), job))
+
+    for ev in incident.events:
+        msg = ev.message
+        if m := _TRIGGER.search(msg):
+            att = get(m["id"], m["job"])
+            att.triggered = att.triggered or ev.ts
+            att.events.append(ev)
+        elif m := _COMPLETED.search(msg):
+            att = get(m["id"], m["job"])
+            att.outcome, att.finished = "completed", ev.ts
+            att.size_bytes = int(m["bytes"])
+            dur = m["dur"] or m["dur_old"]
+            att.duration_ms = int(dur) if dur else None
+            att.events.append(ev)
+        elif m := _EXPIRED.search(msg):
+            att = get(m["id"], m["job"])
+            att.outcome, att.finished, att.failure = "expired", ev.ts, "Checkpoint expired before completing."
+            att.events.append(ev)
+        elif m := _DECLINED.search(msg):
+            att = get(m["id"], m["job"])
+            if att.outcome == "in progress":
+                att.outcome, att.finished = "declined", ev.ts
+            att.failure = att.failure or _deepest(ev)
+            att.events.append(ev)
+        elif m := _FAILED.search(msg):
+            att = get(m["id"], m["job"])
+            if att.outcome in ("in progress", "declined"):
+                att.outcome = "failed" if att.outcome == "in progress" else att.outcome
+                att.finished = att.finished or ev.ts
+            att.failure = att.failure or _deepest(ev)
+            att.events.append(ev)
+    return sorted(attempts.values(), key=lambda a: (a.triggered or a.finished or "", a.checkpoint_id))
+
+
+def _deepest(ev: Event) -> str | None:
+    rc = ev.root_cause
+    if rc is None:
+        return None
+    return f"{rc.cls}: {rc.message}" if rc.message else rc.cls
+
+
+def history_frame(history: list[CheckpointAttempt]):
+    """The history as a pandas DataFrame (for tables and the timeline plot)."""
+    import pandas as pd
+
+    rows = [{
+        "checkpoint": a.checkpoint_id,
+        "job": a.job,
+        "triggered": pd.to_datetime(a.triggered) if a.triggered else pd.NaT,
+        "finished": pd.to_datetime(a.finished) if a.finished else pd.NaT,
+        "outcome": a.outcome,
+        "duration_ms": a.duration_ms,
+        "size_bytes": a.size_bytes,
+        "failure": a.failure,
+    } for a in history]
+    return pd.DataFrame(rows, columns=["checkpoint", "job", "triggered", "finished", "outcome", "duration_ms",
+                                       "size_bytes", "failure"])

@@ -1,0 +1,96 @@
+"""``flink-runbooks``: the command line used by people on call and by incident automation.
+
+Exit codes (a contract): 0 nothing found, 1 findings, 2 bad input or usage; further codes per sub-command.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line on stderr, exit 2
+        self.exit(EXIT_BAD_INPUT, f"flink-runbooks: {message} (see --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="flink-runbooks", description="Diagnose Apache Flink incidents from their logs and configs.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    d = sub.add_parser("diagnose", help="diagnose an incident and print findings with evidence and patches")
+    d.add_argument("paths", nargs="+", metavar="PATH",
+                   help="log files, directories (recursive), globs or Hadoop URIs, plus flink-conf.yaml/config.yaml")
+    d.add_argument("--flink-version", help="the Flink version, when the logs do not tell (e.g. 1.18.1)")
+    d.add_argument("--format", choices=("text", "json"), default="text")
+    d.add_argument("--runbooks", help="comma-separated runbook slugs to run (default: all)")
+    _spark_options(d)
+
+    ls = sub.add_parser("runbooks", help="list the runbooks")
+    ls.add_argument("--format", choices=("text", "json"), default="text")
+    return p
+
+
+def _spark_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--master", help="Spark master (default local[2]; e.g. spark://host:7077)")
+    g.add_argument("--remote", help="Spark Connect URL (e.g. sc://host:15002)")
+
+
+def _selected_detectors(spec: str | None):
+    from .detectors import all_detectors, get_detector
+
+    if not spec:
+        return all_detectors()
+    return [get_detector(s.strip()) for s in spec.split(",") if s.strip()]
+
+
+def cmd_diagnose(args) -> int:
+    from .diagnose import run_detectors
+    from .ingest import InputError, ingest
+    from .render import to_json, to_text
+    from .spark import get_spark
+
+    try:
+        detectors = _selected_detectors(args.runbooks)
+    except KeyError as exc:
+        print(f"flink-runbooks: {exc.args[0]}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        spark = get_spark(master=args.master, remote=args.remote)
+        incident = ingest(args.paths, spark, flink_version=args.flink_version)
+    except InputError as exc:
+        print(f"flink-runbooks: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    diagnosis = run_detectors(incident, detectors)
+    if args.format == "json":
+        sys.stdout.write(to_json(diagnosis) + "\n")
+    else:
+        sys.stdout.write(to_text(diagnosis, color=sys.stdout.isatty()))
+    return EXIT_FINDINGS if diagnosis.findings else EXIT_CLEAN
+
+
+def cmd_runbooks(args) -> int:
+    import json
+
+    from .detectors import all_detectors
+
+    rows = [{"slug": d.slug, "title": d.title, "category": d.category, "meaning": d.meaning,
+             "root_causes": [rc.slug for rc in d.root_causes]} for d in all_detectors()]
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            print(f"{r['slug']:45} {r['category']:15} {r['title']}")
+    return EXIT_CLEAN
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    handler = {"diagnose": cmd_diagnose, "runbooks": cmd_runbooks}[args.command]
+    return handler(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

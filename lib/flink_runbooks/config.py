@@ -1,0 +1,475 @@
+"""Flink configuration files and the effective configuration of an incident, with the provenance of every value.
+
+Two file generations exist (reference §1.1): the legacy ``flink-conf.yaml`` read by Flink's own line parser (≤ 1.18,
+and 1.19/1.20 when a legacy file is present) and the standard-YAML ``config.yaml`` (1.19+, the only one in 2.x) whose
+nested maps are flattened with ``.``. Both parsers return ``(key, value, line)`` tuples in file order; when a key
+occurs twice the later tuple wins, as it does in Flink.
+
+Values of a standard-YAML file are rendered the way Flink 1.19+ logs them in ``Loading configuration property``
+(``ConfigurationUtils.convertToString`` → ``YamlParserUtils.toYAMLString``): strings as they are, booleans as
+``true``/``false``, integers in decimal, floats in their shortest form and lists/maps as YAML flow text (``[a, b]``).
+Scalars are resolved with the YAML 1.2 core schema that Flink uses (``yes``, ``on`` and dates stay strings).
+
+:class:`EffectiveConfig` merges what a bundle reveals, lowest to highest precedence: the configuration file, the
+``Loading configuration property`` lines a process logged (what it actually loaded), dynamic properties (``-D``,
+``Loading dynamic configuration property``) and user overrides (reference §2.3).
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterator
+
+import yaml as pyyaml
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from . import keys
+from .redact import redact_value
+from .units import parse_duration_ms, parse_memory_size
+
+SOURCE_RANKS = {"file": 0, "log": 1, "dynamic": 2, "override": 3}
+
+
+class ConfigError(ValueError):
+    """A configuration file Flink itself would refuse to load."""
+
+
+@dataclass(frozen=True)
+class ConfigSource:
+    kind: str  # "file" | "log" | "dynamic" | "override"
+    path: str | None = None
+    line: int | None = None
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in SOURCE_RANKS:
+            raise ValueError(f"unknown config source kind {self.kind!r} (expected one of {', '.join(SOURCE_RANKS)})")
+
+    @property
+    def rank(self) -> int:
+        return SOURCE_RANKS[self.kind]
+
+    def _where(self, path: str | None) -> str:
+        if path is None:
+            return ""
+        return f"{path}:{self.line}" if self.line is not None else path
+
+    def __str__(self) -> str:
+        if self.kind == "file":
+            text = self._where(os.path.basename(self.path) if self.path else None) or "config file"
+        elif self.kind == "log":
+            text = f"log {self._where(self.path)}".rstrip()
+        elif self.kind == "dynamic":
+            text = f"-D on {self._where(self.path)}" if self.path else "-D"
+        else:
+            text = "--set override"
+        return f"{text} ({self.detail})" if self.detail else text
+
+
+@dataclass(frozen=True)
+class ConfigValue:
+    key: str
+    value: str
+    source: ConfigSource
+
+
+def unquote(value: str) -> str:
+    """``'true'`` → ``true``: YAML quoting that the legacy line parser keeps verbatim in the value."""
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        inner = value[1:-1]
+        if value[0] == "'":
+            return inner.replace("''", "'")
+        return inner.replace('\\"', '"').replace("\\\\", "\\")
+    return value
+
+
+def _warn(warnings: list[str] | None, message: str) -> None:
+    if warnings is not None:
+        warnings.append(message)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# legacy flink-conf.yaml
+
+
+def parse_flat_conf(text: str, path: str, warnings: list[str] | None = None) -> list[tuple[str, str, int]]:
+    """Flink's legacy line parser (``GlobalConfiguration.loadYAMLResource``), reproduced literally.
+
+    Per line: everything from the first ``#`` on is a comment (even inside quotes), the rest is split at the first
+    ``": "``; key and value are trimmed and neither may be empty. Quotes are kept as part of the value (Flink does not
+    strip them; :func:`unquote` does, for lookups). Lines Flink would skip are reported in ``warnings`` (never raised).
+
+    >>> parse_flat_conf("# comment\\nstate.backend: rocksdb  # inline\\nbad:line\\n", "flink-conf.yaml")
+    [('state.backend', 'rocksdb', 2)]
+    """
+    entries: list[tuple[str, str, int]] = []
+    seen: dict[str, int] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        conf = line.split("#", 1)[0].strip()
+        if not conf:
+            continue
+        kv = conf.split(": ", 1)
+        if len(kv) == 1:
+            _warn(warnings, f"{path}:{lineno}: skipped, not a 'key: value' pair (missing space after ':'?)")
+            continue
+        key, value = kv[0].strip(), kv[1].strip()
+        if not key or not value:
+            _warn(warnings, f"{path}:{lineno}: skipped, key or value is empty")
+            continue
+        if key in seen:
+            _warn(warnings, f"{path}:{lineno}: {key} set again, overrides line {seen[key]}")
+        if unquote(value) != value:
+            _warn(warnings, f"{path}:{lineno}: the value of {key} is quoted; Flink's legacy parser keeps the quotes")
+        seen[key] = lineno
+        entries.append((key, value, lineno))
+    return entries
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# standard YAML config.yaml
+
+_YAML_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
+_YAML_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
+_YAML_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_YAML_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$")
+
+
+def _core_type(node: ScalarNode) -> str:
+    """The YAML 1.2 core-schema type of a scalar: ``str``, ``null``, ``bool``, ``int`` or ``float``.
+
+    ruamel's resolver knows more implicit types than the core schema Flink uses (timestamps, ``0b`` and ``1_000``
+    integers); those stay strings.
+    """
+    if node.style is not None:
+        return "str"
+    kind = str(node.tag).rsplit(":", 1)[-1]
+    pattern = {"null": _YAML_NULL, "bool": _YAML_BOOL, "int": _YAML_INT, "float": _YAML_FLOAT}.get(kind)
+    return kind if pattern is not None and pattern.match(node.value) else "str"
+
+
+def _native(node: Node) -> Any:
+    if isinstance(node, ScalarNode):
+        kind, value = _core_type(node), node.value
+        if kind == "null":
+            return None
+        if kind == "bool":
+            return value.lower() == "true"
+        if kind == "int":
+            return int(value, 0) if value[:2] in ("0o", "0x") else int(value)
+        if kind == "float":
+            low = value.lower().lstrip("+")
+            return float("nan") if low == ".nan" else float(low.replace(".inf", "inf"))
+        return value
+    if isinstance(node, SequenceNode):
+        return [_native(item) for item in node.value]
+    return {str(_native(k)): _native(v) for k, v in node.value}
+
+
+def render_yaml_value(node: Node) -> str | None:
+    """A YAML node as the string Flink 1.19+ stores and logs for it (None for a null)."""
+    value = _native(node)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, str)):
+        return str(value)
+    if isinstance(value, float):
+        return {"inf": ".inf", "-inf": "-.inf", "nan": ".nan"}.get(repr(value), repr(value))
+    return pyyaml.safe_dump(value, default_flow_style=True, width=1 << 30, sort_keys=False).strip()
+
+
+@dataclass
+class YamlMap:
+    """A mapping of a config.yaml: its flattened key prefix (``""`` for the document) and layout."""
+
+    prefix: str
+    flow: bool
+    indent: int  # column of its keys
+    entries: list["YamlEntry"] = field(default_factory=list)
+    owner: "YamlEntry | None" = None  # the entry whose value this map is
+
+
+@dataclass
+class YamlEntry:
+    """One ``key: value`` of a config.yaml with the positions needed to edit it in place (0-based lines)."""
+
+    key: str  # flattened
+    label: str  # the key as written (may itself be dotted)
+    value: str | None  # rendered like Flink; None for a nested map or a null
+    line: int  # 1-based line of the key
+    key_start: int  # character offsets into the text
+    key_end: int
+    value_start: int | None  # None when the value is empty, an alias or a nested map
+    value_end: int | None
+    last_line: int  # 0-based last line of the entry
+    parent: YamlMap
+    child: YamlMap | None = None
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.child is None
+
+
+@dataclass
+class YamlLayout:
+    root: YamlMap | None
+    entries: list[YamlEntry]  # every entry, in document order
+    maps: list[YamlMap]
+
+    def leaves(self) -> list[YamlEntry]:
+        return [e for e in self.entries if e.is_leaf]
+
+
+def _compose(text: str, path: str) -> Node | None:
+    try:
+        return YAML(typ="rt").compose(text)
+    except MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        problem = exc.problem or exc.context or "invalid YAML"
+        where = f" line {mark.line + 1}" if mark is not None else ""
+        raise ConfigError(f"broken YAML in {path}{where}: {problem}") from None
+    except YAMLError as exc:
+        raise ConfigError(f"broken YAML in {path}: {str(exc).splitlines()[0] if str(exc) else 'invalid YAML'}") from None
+
+
+def _last_line(node: Node, text_lines: list[str]) -> int:
+    if isinstance(node, (MappingNode, SequenceNode)) and not node.flow_style and node.value:
+        last = node.value[-1]
+        if isinstance(node, MappingNode):
+            key, value = last
+            return max(key.end_mark.line, _last_line(value, text_lines)) if not _empty(value) else key.end_mark.line
+        return _last_line(last, text_lines)
+    end = node.end_mark
+    line = end.line - 1 if end.column == 0 and end.line > node.start_mark.line else end.line
+    while line > node.start_mark.line and not text_lines[line].strip():
+        line -= 1
+    return line
+
+
+def _empty(node: Node) -> bool:
+    return isinstance(node, ScalarNode) and node.style is None and node.value == ""
+
+
+def yaml_layout(text: str, path: str) -> YamlLayout:
+    """The entries and maps of a standard-YAML config file with their positions; raises :class:`ConfigError`."""
+    doc = _compose(text, path)
+    if doc is None:
+        return YamlLayout(None, [], [])
+    if not isinstance(doc, MappingNode):
+        raise ConfigError(f"broken YAML in {path} line {doc.start_mark.line + 1}: "
+                          "the document must be a mapping of configuration keys")
+    text_lines = text.splitlines() or [""]
+    entries: list[YamlEntry] = []
+    maps: list[YamlMap] = []
+
+    def walk(node: MappingNode, prefix: str, owner: YamlEntry | None) -> YamlMap:
+        first_key = node.value[0][0] if node.value else None
+        ymap = YamlMap(prefix, bool(node.flow_style), first_key.start_mark.column if first_key else 0, owner=owner)
+        maps.append(ymap)
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                raise ConfigError(f"broken YAML in {path} line {key_node.start_mark.line + 1}: "
+                                  "configuration keys must be scalars")
+            label = key_node.value
+            flat = f"{prefix}.{label}" if prefix else label
+            is_alias = value_node.start_mark.index < key_node.end_mark.index
+            inline = not is_alias and not _empty(value_node) and not (
+                isinstance(value_node, MappingNode) and not value_node.flow_style)
+            entry = YamlEntry(
+                key=flat, label=label,
+                value=None if isinstance(value_node, MappingNode) else render_yaml_value(value_node),
+                line=key_node.start_mark.line + 1,
+                key_start=key_node.start_mark.index, key_end=key_node.end_mark.index,
+                value_start=value_node.start_mark.index if inline else None,
+                value_end=value_node.end_mark.index if inline else None,
+                last_line=key_node.start_mark.line if is_alias or _empty(value_node)
+                else max(key_node.start_mark.line, _last_line(value_node, text_lines)),
+                parent=ymap,
+            )
+            if inline and value_node.end_mark.line != value_node.start_mark.line:
+                # block scalars and block lists end at the start of the next line: stop at the last content line
+                entry.value_end = _line_end(text, entry.last_line)
+            ymap.entries.append(entry)
+            entries.append(entry)
+            if isinstance(value_node, MappingNode):
+                entry.child = walk(value_node, flat, entry)
+        return ymap
+
+    root = walk(doc, "", None)
+    return YamlLayout(root, entries, maps)
+
+
+def _line_end(text: str, line: int) -> int:
+    """Offset of the end (before the newline) of 0-based ``line``."""
+    offset = 0
+    lines = text.splitlines(keepends=True)
+    for chunk in lines[:line]:
+        offset += len(chunk)
+    return offset + len(lines[line].rstrip("\r\n")) if line < len(lines) else offset
+
+
+def parse_yaml_conf(text: str, path: str, warnings: list[str] | None = None) -> list[tuple[str, str, int]]:
+    """A standard-YAML ``config.yaml`` flattened to ``(key, value, line)``; broken YAML raises :class:`ConfigError`.
+
+    >>> parse_yaml_conf("execution:\\n  checkpointing:\\n    interval: 5s\\npipeline.jars: [a.jar, b.jar]\\n", "config.yaml")
+    [('execution.checkpointing.interval', '5s', 3), ('pipeline.jars', '[a.jar, b.jar]', 4)]
+    """
+    result: list[tuple[str, str, int]] = []
+    seen: dict[str, int] = {}
+    for entry in yaml_layout(text, path).leaves():
+        if entry.value is None:
+            _warn(warnings, f"{path}:{entry.line}: {entry.key} has no value, skipped")
+            continue
+        if entry.key in seen:
+            _warn(warnings, f"{path}:{entry.line}: {entry.key} set again, overrides line {seen[entry.key]}")
+        seen[entry.key] = entry.line
+        result.append((entry.key, entry.value, entry.line))
+    return result
+
+
+def detect_conf_format(text: str, filename: str) -> str:
+    """``"flat"`` for a legacy ``flink-conf.yaml``, ``"nested"`` for a standard-YAML ``config.yaml``.
+
+    The file name decides, as it does for Flink (a ``config.yaml`` of dotted keys only is still standard YAML). Other
+    names (ConfigMap dumps, copies) count as standard YAML when they parse as YAML and contain a nested map.
+    """
+    base = os.path.basename(filename)
+    if base == "flink-conf.yaml":
+        return "flat"
+    if base == "config.yaml":
+        return "nested"
+    try:
+        layout = yaml_layout(text, filename)
+    except ConfigError:
+        return "flat"
+    return "nested" if any(not e.is_leaf for e in layout.entries) else "flat"
+
+
+def parse_conf(text: str, path: str, fmt: str | None = None,
+               warnings: list[str] | None = None) -> list[tuple[str, str, int]]:
+    """Parse with the parser for ``fmt`` (detected from name and content when None)."""
+    fmt = fmt or detect_conf_format(text, path)
+    return parse_yaml_conf(text, path, warnings) if fmt == "nested" else parse_flat_conf(text, path, warnings)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# effective configuration
+
+_INT = re.compile(r"^[-+]?\d+$")
+
+
+class EffectiveConfig:
+    """Every observed value of every key, and the one Flink would use.
+
+    Lookups (:meth:`get`, :meth:`lookup`, ``in``) are alias-aware through :mod:`keys`: the newest spelling present
+    wins over deprecated ones regardless of where each came from, which is how Flink resolves deprecated keys. Looked-up
+    values are unquoted; :meth:`history` keeps them as observed.
+    """
+
+    def __init__(self) -> None:
+        self._effective: dict[str, ConfigValue] = {}
+        self._history: dict[str, list[tuple[int, ConfigValue]]] = {}
+        self._seq = 0
+        self.file_path: str | None = None
+        self.file_format: str | None = None  # "flat" | "nested" | None
+        self.file_text: str | None = None
+        self.warnings: list[str] = []
+
+    # -- building
+
+    def add(self, key: str, value: str, source: ConfigSource) -> None:
+        """Record ``key = value``; it becomes effective unless a higher-ranked source already set the same key."""
+        cv = ConfigValue(key, str(value), source)
+        self._seq += 1
+        self._history.setdefault(key, []).append((self._seq, cv))
+        current = self._effective.get(key)
+        if current is None or source.rank >= current.source.rank:
+            self._effective[key] = cv
+
+    def set_file(self, path: str | None, text: str | None, format: str | None) -> None:  # noqa: A002 (brief's name)
+        self.file_path, self.file_text, self.file_format = path, text, format
+
+    def load_file(self, text: str, path: str, fmt: str | None = None) -> None:
+        """Parse the user's config file, add its values as ``file`` sources and remember it for diffs."""
+        fmt = fmt or detect_conf_format(text, path)
+        for key, value, line in parse_conf(text, path, fmt, self.warnings):
+            self.add(key, value, ConfigSource("file", path, line))
+        self.set_file(path, text, fmt)
+
+    # -- lookups
+
+    def lookup(self, key: str) -> ConfigValue | None:
+        """The effective value of ``key`` under any of its spellings (unquoted), or None."""
+        for name in keys.resolution_order(key):
+            cv = self._effective.get(name)
+            if cv is not None:
+                return replace(cv, value=unquote(cv.value))
+        return None
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        cv = self.lookup(key)
+        return cv.value if cv is not None else default
+
+    def history(self, key: str) -> list[ConfigValue]:
+        """Every value observed for ``key`` under any spelling, in the order they were added (values as observed)."""
+        seen = [item for name in keys.resolution_order(key) for item in self._history.get(name, [])]
+        return [cv for _, cv in sorted(seen, key=lambda item: item[0])]
+
+    def get_bool(self, key: str, default: bool | None = None) -> bool | None:
+        value = (self.get(key) or "").strip().lower()
+        return {"true": True, "false": False}.get(value, default)
+
+    def get_int(self, key: str, default: int | None = None) -> int | None:
+        value = (self.get(key) or "").strip()
+        return int(value) if _INT.match(value) else default
+
+    def get_float(self, key: str, default: float | None = None) -> float | None:
+        try:
+            return float((self.get(key) or "").strip())
+        except ValueError:
+            return default
+
+    def get_bytes(self, key: str, default: int | None = None) -> int | None:
+        parsed = parse_memory_size(self.get(key))
+        return parsed if parsed is not None else default
+
+    def get_duration_ms(self, key: str, default: int | None = None) -> int | None:
+        parsed = parse_duration_ms(self.get(key))
+        return parsed if parsed is not None else default
+
+    # -- views
+
+    def items(self) -> list[tuple[str, ConfigValue]]:
+        """``(key, ConfigValue)`` of every stored key, sorted by key; values unquoted, keys as spelled."""
+        return [(k, replace(cv, value=unquote(cv.value))) for k, cv in sorted(self._effective.items())]
+
+    def as_flat_dict(self) -> dict[str, str]:
+        """``{key: value}`` of the effective values, keys as spelled, values unquoted."""
+        return {k: cv.value for k, cv in self.items()}
+
+    def to_dict(self, redacted: bool = True) -> dict[str, dict[str, str | None]]:
+        return {k: {"value": redact_value(k, cv.value) if redacted else cv.value, "source": str(cv.source)}
+                for k, cv in self.items()}
+
+    def __len__(self) -> int:
+        return len(self._effective)
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.lookup(key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._effective))
+
+    def __repr__(self) -> str:
+        return f"EffectiveConfig({len(self)} keys, file={self.file_path!r})"
+
+
+def config_from_text(text: str, path: str) -> EffectiveConfig:
+    """An :class:`EffectiveConfig` holding one configuration file (format detected from name and content)."""
+    config = EffectiveConfig()
+    config.load_file(text, path)
+    return config

@@ -1,0 +1,533 @@
+"""Read an incident's logs and configs through Spark and turn them into an :class:`~flink_runbooks.model.Incident`.
+
+Pipeline (one pass over the log bytes, no shuffle):
+
+1. List the inputs (files, directories, globs, Hadoop URIs) and sort them into logs, Flink config files and
+   skipped files.
+2. Spark reads every log line and evaluates the pre-filter in the JVM: a line is *kept* when it is a record header
+   at WARN/ERROR or matching a signature, or a continuation line that is part of an exception, a config dump or a
+   frame some detector asked for. Only kept lines carry their text into Python; all other lines travel as a
+   one-bit marker so record boundaries and line numbers stay exact.
+3. On the workers, :class:`~flink_runbooks.records.RecordAssembler` turns the lines of each file block into
+   records; per block statistics (lines, headers, binary lines) travel back with them.
+4. The driver receives only records and statistics, derives roles, version and the effective configuration.
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Sequence
+
+from . import layouts
+from .config import ConfigError, ConfigSource, EffectiveConfig, detect_conf_format, parse_flat_conf, parse_yaml_conf
+from .model import ChainLink, Event, Incident, InputFile
+from .redact import redact_text, redact_value
+
+MAX_LINE_CHARS = 4096  # longer lines are cut before they leave the JVM
+LOG_NAME = re.compile(r"(?i)(\.(log|out|err|txt|json|jsonl|ndjson)(\.\d+)?|\.log\.\d{4}-\d{2}-\d{2}[\w.-]*|\.\d+)(\.gz)?$|^[^.]+$")
+CONFIG_NAMES = ("flink-conf.yaml", "flink-conf.yml", "config.yaml", "config.yml")
+
+# Lines every incident needs whatever the detectors are: version banner, configuration, checkpoint lifecycle
+# (the timeline), job and task state changes (episodes), TaskManager identity and memory layout.
+BASE_SIGNATURES = (
+    r"Starting \w+.* \(Version: ",
+    r"Loading (?:dynamic )?configuration property: ",
+    r"^\s*(?:dynamic_configs|jvm_params): ",
+    r"(?:INFO|\]) +- {4,}-D$",
+    r"(?:INFO|\]) +- {4,}[a-z][\w.-]+=",
+    r"Using (?:standard|legacy) YAML parser",
+    r"Final (?:TaskExecutor|Master|JobManager) Memory configuration",
+    r" - {2,}(?:Total (?:Process|Flink|JVM Heap|Off-heap|JVM Direct) Memory|Framework|Task|Managed|Network|JVM Metaspace|JVM Overhead):",
+    r"(?:Consumer|Producer|AdminClient)Config values:",
+    r"Starting TaskManager with ResourceID: ",
+    r"Triggering (?:checkpoint|savepoint) \d+",
+    r"Completed checkpoint \d+",
+    r"Checkpoint \d+ of job \w+ expired",
+    r"Decline checkpoint \d+",
+    r"Failed to trigger (?:or complete )?checkpoint",
+    r"switched from state \w+ to \w+",
+    r"switched from \w+ to (?:FAILED|CANCELING|CANCELED)",
+    r"Trying to recover from a global failure",
+    r"Restoring job \w+ from",
+)
+_WARN_OR_WORSE_JAVA = r"(?:^|[\s\]\"])(?:WARN|WARNING|ERROR|FATAL|SEVERE)[\s\"]"
+_DIST_JAR_JAVA = r"flink-dist(?:_2\.1[0-9])?-(\d+\.\d+(?:\.\d+)?(?:-[\w.]+)?)\.jar"
+
+_FILE_ROLE = (
+    (re.compile(r"(?i)standalonesession|jobmanager|job-manager|\bjm\b|clusterentrypoint|-jm-|historyserver"), "jobmanager"),
+    (re.compile(r"(?i)taskexecutor|taskmanager|task-manager|\btm\b|-tm-"), "taskmanager"),
+    (re.compile(r"(?i)client|sql-gateway|cli"), "client"),
+)
+_BANNER_ROLE = (
+    (re.compile(r"Starting (?:TaskManager|\w*TaskExecutorRunner)"), "taskmanager"),
+    (re.compile(r"Starting \w*(?:ClusterEntrypoint|ClusterEntryPoint|JobManager)"), "jobmanager"),
+    (re.compile(r"Starting Command Line Client|Starting SQL Gateway"), "client"),
+)
+_FLINK_DAEMON_NAME = re.compile(
+    r"flink-[^-]+-(?:standalonesession|taskexecutor|client|historyserver|sql-gateway|zookeeper)-(?:\d+-)?(?P<host>.+?)\.(?:log|out)"
+)
+
+
+class InputError(Exception):
+    """Bad input that stops ingestion (missing path, nothing to read); the message is one line for the user."""
+
+
+@dataclass
+class ListedInputs:
+    logs: list[tuple[str, int]] = field(default_factory=list)  # (uri, size)
+    configs: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------------------------------------ pre-filter
+
+def prefilter(detectors: Sequence | None = None) -> tuple[str, str]:
+    """The union of every detector's line signatures and frame signatures, as two Java regexes."""
+    if detectors is None:
+        from .detectors import all_detectors
+
+        detectors = all_detectors()
+    lines = list(BASE_SIGNATURES)
+    frames: list[str] = []
+    for d in detectors:
+        lines.extend(d.signatures)
+        frames.extend(d.frames)
+    union = "|".join(f"(?:{s})" for s in dict.fromkeys(lines))
+    frame_union = r"^\s*at .*(?:" + "|".join(f"(?:{s})" for s in dict.fromkeys(frames)) + ")" if frames else r"(?!)"
+    return union, frame_union
+
+
+# ------------------------------------------------------------------------------------------------ listing
+
+def _to_uri(path: str) -> str:
+    if re.match(r"^[a-zA-Z][\w+.-]*://", path) or path.startswith("file:"):
+        return path
+    return "file://" + os.path.abspath(os.path.expanduser(path))
+
+
+def _display(uri: str) -> str:
+    """Paths as the user knows them: local files without the ``file:`` scheme."""
+    if uri.startswith("file://"):
+        return uri[len("file://"):]
+    if uri.startswith("file:"):
+        return uri[len("file:"):]
+    return uri
+
+
+def list_inputs(spark, paths: Iterable[str]) -> ListedInputs:
+    """Expand files, directories (recursively), globs and Hadoop URIs with Hadoop's FileSystem API."""
+    listed = ListedInputs()
+    jvm = getattr(spark, "_jvm", None)
+    for raw in paths:
+        if jvm is None:
+            _list_local(raw, listed)
+            continue
+        uri = _to_uri(raw)
+        hpath = jvm.org.apache.hadoop.fs.Path(uri)
+        fs = hpath.getFileSystem(spark._jsc.hadoopConfiguration())
+        statuses = fs.globStatus(hpath)
+        if statuses is None or len(statuses) == 0:
+            raise InputError(f"no such file or directory: {raw}")
+        for st in statuses:
+            if st.isDirectory():
+                it = fs.listFiles(st.getPath(), True)
+                found = False
+                while it.hasNext():
+                    f = it.next()
+                    found = True
+                    _classify(str(f.getPath().toString()), f.getLen(), listed, explicit=False)
+                if not found:
+                    listed.skipped.append(_display(str(st.getPath().toString())) + "/ (empty directory)")
+            else:
+                _classify(str(st.getPath().toString()), st.getLen(), listed, explicit=True)
+    return listed
+
+
+def _list_local(raw: str, listed: ListedInputs) -> None:
+    """Listing without a JVM gateway (Spark Connect): local paths only."""
+    import glob
+
+    matches = glob.glob(os.path.expanduser(raw)) if any(c in raw for c in "*?[") else [raw]
+    matches = [m for m in matches if os.path.exists(m)]
+    if not matches:
+        raise InputError(f"no such file or directory: {raw}")
+    for m in matches:
+        if os.path.isdir(m):
+            for root, _dirs, files in os.walk(m):
+                for name in sorted(files):
+                    p = os.path.join(root, name)
+                    _classify(_to_uri(p), os.path.getsize(p), listed, explicit=False)
+        else:
+            _classify(_to_uri(m), os.path.getsize(m), listed, explicit=True)
+
+
+def _classify(uri: str, size: int, listed: ListedInputs, explicit: bool) -> None:
+    name = uri.rsplit("/", 1)[-1]
+    if name.startswith(".") or name.startswith("_"):
+        return
+    if name.lower() in CONFIG_NAMES:
+        listed.configs.append(uri)
+    elif explicit or LOG_NAME.search(name):
+        listed.logs.append((uri, size))
+    else:
+        listed.skipped.append(_display(uri))
+
+
+# ------------------------------------------------------------------------------------------------ the Spark pass
+
+_RECORD_SCHEMA = (
+    "kind string, file string, block long, line_index long, ts string, level string, logger string, "
+    "thread string, message string, layout string, "
+    "chain array<struct<cls:string,message:string,kind:string>>, frames array<string>, body array<string>, "
+    "truncated boolean, lines long, headers long, exception_lines long, binary_lines long, "
+    "layouts string, dist_versions string"
+)
+
+
+def _assemble_partition(batches):
+    """mapInArrow body: rows of one file block in order -> records + one statistics row per block."""
+    import pyarrow as pa
+
+    from .records import RecordAssembler, parse_exception_line
+
+    names = [f.split(" ")[0] for f in _RECORD_SCHEMA.split(", ") if " " in f]
+    state = {"file": None, "block": None, "asm": RecordAssembler(), "index": 0, "lines": 0, "headers": 0,
+             "exc": 0, "binary": 0, "layouts": collections.Counter(), "dist": collections.Counter()}
+    out: list[dict] = []
+
+    def emit(rec) -> None:
+        if rec is None:
+            return
+        out.append({"kind": "record", "file": state["file"], "block": state["block"], "line_index": rec.line_index,
+                    "ts": rec.ts, "level": rec.level, "logger": rec.logger, "thread": rec.thread,
+                    "message": rec.message, "layout": rec.layout, "chain": rec.chain, "frames": rec.frames,
+                    "body": rec.body, "truncated": rec.truncated})
+        if rec.layout:
+            state["layouts"][rec.layout] += 1
+
+    def close_block() -> None:
+        if state["file"] is None:
+            return
+        emit(state["asm"].close())
+        out.append({"kind": "stats", "file": state["file"], "block": state["block"], "lines": state["lines"],
+                    "headers": state["headers"], "exception_lines": state["exc"], "binary_lines": state["binary"],
+                    "layouts": json.dumps(state["layouts"]), "dist_versions": json.dumps(state["dist"])})
+        state.update(asm=RecordAssembler(), index=0, lines=0, headers=0, exc=0, binary=0,
+                     layouts=collections.Counter(), dist=collections.Counter())
+
+    def flush_out():
+        rows = {n: [r.get(n) for r in out] for n in names}
+        out.clear()
+        return pa.RecordBatch.from_pydict(rows, schema=_arrow_schema())
+
+    for batch in batches:
+        cols = batch.to_pydict()
+        for hdr, binary, text, file, block, dist in zip(cols["hdr"], cols["bin"], cols["text"], cols["file"],
+                                                        cols["block"], cols["dist"]):
+            if file is not None and (file != state["file"] or block != state["block"]):
+                close_block()
+                state["file"], state["block"] = file, block
+            state["lines"] += 1
+            state["headers"] += bool(hdr)
+            state["binary"] += bool(binary)
+            if dist:
+                state["dist"][dist] += 1
+            if text is not None and not hdr and parse_exception_line(layouts.strip_prefix(text).strip().removeprefix("Caused by: ")):
+                state["exc"] += 1
+            emit(state["asm"].feed(state["index"], bool(hdr), text))
+            state["index"] += 1
+        if len(out) >= 5000:
+            yield flush_out()
+    close_block()
+    if out:
+        yield flush_out()
+
+
+def _arrow_schema():
+    import pyarrow as pa
+
+    link = pa.struct([("cls", pa.string()), ("message", pa.string()), ("kind", pa.string())])
+    return pa.schema([
+        ("kind", pa.string()), ("file", pa.string()), ("block", pa.int64()), ("line_index", pa.int64()),
+        ("ts", pa.string()), ("level", pa.string()), ("logger", pa.string()), ("thread", pa.string()),
+        ("message", pa.string()), ("layout", pa.string()), ("chain", pa.list_(link)),
+        ("frames", pa.list_(pa.string())), ("body", pa.list_(pa.string())), ("truncated", pa.bool_()),
+        ("lines", pa.int64()), ("headers", pa.int64()), ("exception_lines", pa.int64()),
+        ("binary_lines", pa.int64()), ("layouts", pa.string()), ("dist_versions", pa.string()),
+    ])
+
+
+def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None):
+    """The Spark plan: read, pre-filter in the JVM, assemble records on the workers. Returns a DataFrame."""
+    from pyspark.sql import functions as F
+
+    from .spark import SPLIT_BYTES
+
+    for key in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes"):
+        spark.conf.set(key, str(SPLIT_BYTES))
+    signatures, frames = prefilter(detectors)
+    value = F.col("value")
+    df = spark.read.option("lineSep", "\n").text(list(log_uris))
+    is_header = value.rlike(layouts.HEADER_JAVA)
+    keep_header = F.substring(value, 1, 160).rlike(_WARN_OR_WORSE_JAVA) | value.rlike(signatures)
+    keep_other = (value.rlike(layouts.EXCEPTION_LINE_JAVA) | value.rlike(layouts.CONFIG_LINE_JAVA)
+                  | value.rlike(frames) | value.rlike(signatures))
+    keep = F.when(is_header, keep_header).otherwise(keep_other)
+    first_of_partition = (F.monotonically_increasing_id() % F.lit(1 << 33)) == 0
+    carry = keep | first_of_partition
+    projected = df.select(
+        is_header.alias("hdr"),
+        (value.contains("\u0000") | value.contains("\ufffd")).alias("bin"),
+        F.when(keep, F.substring(value, 1, MAX_LINE_CHARS)).alias("text"),
+        F.when(carry, F.col("_metadata.file_path")).alias("file"),
+        F.when(carry, F.col("_metadata.file_block_start")).alias("block"),
+        F.when(value.contains("flink-dist"), F.regexp_extract(value, _DIST_JAR_JAVA, 1)).alias("dist"),
+    )
+    return projected.mapInArrow(_assemble_partition, _RECORD_SCHEMA)
+
+
+# ------------------------------------------------------------------------------------------------ driver side
+
+def ingest(
+    paths: Sequence[str],
+    spark=None,
+    *,
+    flink_version: str | None = None,
+    detectors: Sequence | None = None,
+) -> Incident:
+    """Read everything under ``paths`` and return the incident. Raises :class:`InputError` for unusable input."""
+    from .spark import get_spark
+
+    if not paths:
+        raise InputError("no input paths given")
+    spark = spark or get_spark()
+    listed = list_inputs(spark, paths)
+    warnings: list[str] = []
+    if listed.skipped:
+        shown = ", ".join(listed.skipped[:5]) + (f" and {len(listed.skipped) - 5} more" if len(listed.skipped) > 5 else "")
+        warnings.append(f"skipped {len(listed.skipped)} file(s) that are neither logs nor Flink config files: {shown}")
+    if not listed.logs and not listed.configs:
+        raise InputError(f"nothing to read under {', '.join(paths)}: no log or config files found")
+
+    config = EffectiveConfig()
+    inputs: list[InputFile] = []
+    for uri, text in _read_configs(spark, listed.configs):
+        shown = _display(uri)
+        inputs.append(InputFile(path=shown, kind="config", lines=text.count("\n") + (1 if text else 0)))
+        if not text.strip():
+            warnings.append(f"config file {shown} is empty")
+            continue
+        fmt = detect_conf_format(text, shown)
+        try:
+            entries = parse_yaml_conf(text, shown) if fmt == "nested" else parse_flat_conf(text, shown)
+        except ConfigError as exc:
+            warnings.append(f"{exc} (file ignored; fix the YAML to use its values)")
+            continue
+        for key, val, line in entries:
+            config.add(key, redact_value(key, val), ConfigSource("file", shown, line))
+        if config.file_path is None:
+            config.set_file(shown, text, fmt)
+
+    sizes = {uri: size for uri, size in listed.logs}
+    nonempty = [uri for uri, size in listed.logs if size > 0]
+    for uri, size in listed.logs:
+        # An empty .out file is the normal state of a daemon's stdout; any other empty input is worth a word.
+        if size == 0 and not re.search(r"\.out(\.\d+)?$", uri):
+            warnings.append(f"{_display(uri)} is empty")
+    rows = scan_logs(spark, nonempty, detectors).collect() if nonempty else []
+
+    stats = [r for r in rows if r["kind"] == "stats"]
+    records = [r for r in rows if r["kind"] == "record"]
+    files = _file_stats(stats)
+    binary_files = {f for f, s in files.items() if s["binary_lines"] > max(2, 0.05 * s["lines"])}
+    events: list[Event] = []
+    for r in records:
+        if r["file"] in binary_files:
+            continue
+        offset = files[r["file"]]["block_offsets"].get(r["block"], 0)
+        events.append(_to_event(r, offset))
+
+    roles = _roles(files, events)
+    for uri in nonempty:
+        f = _norm_uri(uri)
+        s = files.get(f)
+        shown = _display(f)
+        if s is None:
+            # Spark saw no line at all: only possible for a file that is empty after decompression.
+            inputs.append(InputFile(path=shown, kind="log", lines=0, bytes=sizes[uri]))
+            warnings.append(f"{shown} has no lines")
+            continue
+        role, host, tm_id = roles.get(f, ("unknown", None, None))
+        layout = s["layouts"].most_common(1)[0][0] if s["layouts"] else None
+        if f in binary_files:
+            warnings.append(f"{shown} looks binary ({s['binary_lines']} of {s['lines']} lines are not text); skipped")
+            layout = "binary"
+        elif s["headers"] == 0 and s["exception_lines"] == 0:
+            warnings.append(f"{shown}: unknown log layout, no line looks like a Flink log record or a stack trace "
+                            f"({s['lines']} lines read, none used)")
+            layout = "unknown"
+        elif s["headers"] == 0:
+            layout = "excerpt"
+        elif s["binary_lines"]:
+            warnings.append(f"{shown}: {s['binary_lines']} line(s) are not valid UTF-8 and were read with "
+                            f"replacement characters")
+        inputs.append(InputFile(path=shown, role=role, host=host, tm_id=tm_id, layout=layout, lines=s["lines"],
+                                bytes=sizes.get(uri)))
+    for ev in events:
+        ev.role, ev.host = roles.get(ev.file, ("unknown", None, None))[:2]
+        ev.file = _display(ev.file)
+    events = _order(events)
+
+    _config_from_logs(events, config)
+    version, version_source = detect_version(events, files)
+    if flink_version:
+        version, version_source = flink_version, "--flink-version"
+    return Incident(events=events, config=config, flink_version=version, version_source=version_source,
+                    inputs=inputs, warnings=warnings)
+
+
+def _norm_uri(uri: str) -> str:
+    # Spark reports local files as file:/path; Hadoop listing may say file:///path.
+    return re.sub(r"^file:/+", "file:/", uri)
+
+
+def _read_configs(spark, uris: Sequence[str]) -> Iterator[tuple[str, str]]:
+    if not uris:
+        return
+    from pyspark.sql import functions as F
+
+    df = spark.read.text(list(uris), wholetext=True).select("value", F.col("_metadata.file_path").alias("f"))
+    seen = set()
+    for row in df.collect():
+        seen.add(_norm_uri(row["f"]))
+        yield row["f"], row["value"]
+    for uri in uris:
+        if _norm_uri(uri) not in seen:
+            yield uri, ""
+
+
+def _file_stats(stats_rows) -> dict[str, dict]:
+    files: dict[str, dict] = {}
+    for r in stats_rows:
+        f = files.setdefault(r["file"], {"lines": 0, "headers": 0, "exception_lines": 0, "binary_lines": 0,
+                                         "layouts": collections.Counter(), "dist": collections.Counter(),
+                                         "blocks": {}})
+        for k in ("lines", "headers", "exception_lines", "binary_lines"):
+            f[k] += r[k]
+        f["layouts"].update(json.loads(r["layouts"] or "{}"))
+        f["dist"].update(json.loads(r["dist_versions"] or "{}"))
+        f["blocks"][r["block"]] = f["blocks"].get(r["block"], 0) + r["lines"]
+    for f in files.values():
+        offset, offsets = 0, {}
+        for block in sorted(f["blocks"]):
+            offsets[block] = offset
+            offset += f["blocks"][block]
+        f["block_offsets"] = offsets
+    return files
+
+
+def _to_event(r, offset: int) -> Event:
+    return Event(
+        file=r["file"],
+        line=offset + r["line_index"] + 1,
+        ts=r["ts"],
+        level=r["level"],
+        logger=r["logger"],
+        thread=r["thread"],
+        message=redact_text(r["message"] or ""),
+        chain=[ChainLink(c["cls"], redact_text(c["message"] or ""), c["kind"]) for c in (r["chain"] or [])],
+        frames=list(r["frames"] or []),
+        body=[redact_text(b) for b in (r["body"] or [])],
+        truncated=bool(r["truncated"]),
+    )
+
+
+def _roles(files: dict[str, dict], events: list[Event]) -> dict[str, tuple[str, str | None, str | None]]:
+    """Role, host and TaskManager id of each file, from its name and, better, from what it says."""
+    by_file: dict[str, list[Event]] = collections.defaultdict(list)
+    for ev in events:
+        by_file[ev.file].append(ev)
+    out = {}
+    for f in files:
+        name = f.rsplit("/", 1)[-1]
+        role = "unknown"
+        for ev in by_file.get(f, []):
+            role = next((r for rx, r in _BANNER_ROLE if rx.search(ev.message)), role)
+            if role != "unknown":
+                break
+        if role == "unknown":
+            role = next((r for rx, r in _FILE_ROLE if rx.search(name)), "unknown")
+        m = _FLINK_DAEMON_NAME.search(name)
+        host = m.group("host") if m else None
+        tm_id = None
+        for ev in by_file.get(f, []):
+            rid = re.search(r"Starting TaskManager with ResourceID: (\S+)", ev.message)
+            if rid:
+                tm_id = rid.group(1)
+        out[f] = (role, host, tm_id)
+    return out
+
+
+def _order(events: list[Event]) -> list[Event]:
+    """Time order across files; records without a timestamp keep their place after the previous one in their file."""
+    keyed = []
+    last_ts: dict[str, str] = {}
+    for ev in sorted(events, key=lambda e: (e.file, e.line)):
+        ts = ev.ts or last_ts.get(ev.file, "")
+        last_ts[ev.file] = ts
+        keyed.append(((ts, ev.file, ev.line), ev))
+    return [ev for _k, ev in sorted(keyed, key=lambda kv: kv[0])]
+
+
+_LOADING = re.compile(r"Loading (dynamic )?configuration property: ([^,\s]+), ?(.*)$")
+_PROGRAM_ARG = re.compile(r"^\s{2,}([a-z][\w.-]*)=(.*)$")
+_DYNAMIC_CONFIGS = re.compile(r"-D\s*([a-z][\w.-]*)=(\S*)")
+
+
+def _config_from_logs(events: list[Event], config: EffectiveConfig) -> None:
+    """Configuration as processes printed it: loaded properties, ``-D`` program arguments, dynamic configs."""
+    pending_dash_d: dict[str, bool] = {}
+    for ev in sorted(events, key=lambda e: (e.file, e.line)):
+        msg = ev.message
+        m = _LOADING.search(msg)
+        if m:
+            kind = "dynamic" if m.group(1) else "log"
+            config.add(m.group(2), redact_value(m.group(2), m.group(3).strip()), ConfigSource(kind, ev.file, ev.line))
+            continue
+        if msg.strip() == "-D":
+            pending_dash_d[ev.file] = True
+            continue
+        if pending_dash_d.pop(ev.file, False):
+            pm = _PROGRAM_ARG.match(msg)
+            if pm:
+                config.add(pm.group(1), redact_value(pm.group(1), pm.group(2)), ConfigSource("dynamic", ev.file, ev.line, "-D"))
+            continue
+        if msg.lstrip().startswith("dynamic_configs:") or any(b.startswith("dynamic_configs:") for b in ev.body):
+            text = " ".join([msg] + ev.body)
+            for key, val in _DYNAMIC_CONFIGS.findall(text):
+                config.add(key, redact_value(key, val), ConfigSource("dynamic", ev.file, ev.line, "-D"))
+
+
+_BANNER = re.compile(r"Starting [\w ]+ \(Version: (?P<v>\d+\.\d+(?:\.\d+)?(?:-[\w.]+)?)")
+
+
+def detect_version(events: list[Event], files: dict[str, dict]) -> tuple[str | None, str | None]:
+    """Flink version from the start-up banner, else the flink-dist jar name, else coarse fingerprints."""
+    for ev in events:
+        m = _BANNER.search(ev.message)
+        if m:
+            return m.group("v"), f"start-up banner ({ev.file}:{ev.line})"
+    dist: collections.Counter = collections.Counter()
+    for f in files.values():
+        dist.update(f["dist"])
+    if dist:
+        return dist.most_common(1)[0][0], "flink-dist jar name"
+    text = "\n".join(ev.text for ev in events[:5000])
+    if "Exceeded checkpoint tolerable failure threshold. The latest checkpoint failed due to" in text:
+        return "1.17", "fingerprint (tolerable-failure message names the reason: 1.17 or newer)"
+    if "pekko" in text:
+        return "1.18", "fingerprint (Pekko RPC: 1.18 or newer)"
+    return None, None

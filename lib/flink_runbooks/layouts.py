@@ -1,0 +1,202 @@
+"""Log line layouts: which lines start a record, and how to split a header into its fields.
+
+The same patterns serve two places: Spark evaluates the ``*_JAVA`` expressions on every line in the JVM (they are
+written in the subset of regex syntax that Java and Python share), and :func:`parse_header` splits the few lines
+that reach Python.
+
+Supported layouts (a sample of each is in the docstring of :func:`parse_header` and in the tests):
+
+* ``log4j2``  Flink ≥ 1.11 default: ``%d{yyyy-MM-dd HH:mm:ss,SSS} %-5p %-60c %x - %m%n`` (``[]`` is the empty ``%x``)
+* ``log4j1``  Flink ≤ 1.10 default: the same without ``[]``
+* ``thread``  a thread name in brackets before or after the level (``2019-02-16 11:26:29.378 [Checkpoint Timer] INFO ...``)
+* ``iso``     ISO-8601 timestamps (``2023-04-10T13:48:39.366Z``, ``+02:00`` offsets)
+* ``json``    one JSON object per line (log4j2 JsonLayout / JsonTemplateLayout, AWS Managed Flink)
+* ``bare``    records printed without a timestamp (``INFO  [] - ...`` from Flink's start-up scripts)
+* prefixes    docker-compose (``jobmanager-1  | ``), Kubernetes CRI (``2023-...Z stdout F ``), ``kubectl logs
+  --timestamps`` (``2023-...Z ``) and platform tags (``[dinky] ``) in front of any of the above.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "FATAL", "SEVERE")
+
+_TS = r"\d{4}[-/]\d{2}[-/]\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}| [A-Z]{3,4}\b)?"
+_LEVEL = r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|SEVERE)"
+# Prefixes that wrappers put in front of Flink's own layout.
+_PREFIX = (
+    r"(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) (?:stdout|stderr) [FP] "  # CRI
+    r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) (?=\d{4}-\d{2}-\d{2}[ T])"  # kubectl --timestamps
+    r"|[A-Za-z0-9][\w.-]*\s*\| ?"  # docker compose
+    r"|\[[\w.-]+\] (?=\d{4})"  # platform tag
+    r")"
+)
+
+PREFIX_JAVA = "^" + _PREFIX
+# A line that starts a record: a timestamp (after an optional prefix), a bare level followed by " [" or " -"
+# (start-up script output), or a JSON object.
+HEADER_JAVA = (
+    r"^(?:" + _PREFIX + r")?(?:\[[^\]]{0,80}\] ?)?(?:" + _TS + r"|" + _LEVEL + r"\s+(?:\[[^\]]*\]\s+)?-\s|\{\s*\")"
+)
+# Lines that are part of an exception: a class name with Exception/Error/Throwable, Caused by, Suppressed, and the
+# "... N more" / "... N common frames omitted" markers that show where a trace was shortened.
+EXCEPTION_LINE_JAVA = (
+    r"^(?:" + _PREFIX + r")?\s*(?:Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames omitted)"
+    r"|(?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b)"
+)
+# "key = value" lines of a Kafka ConsumerConfig/ProducerConfig dump, "key=value" lines after "-D" on a command line.
+CONFIG_LINE_JAVA = r"^(?:" + _PREFIX + r")?\s+[a-z][\w.-]*\s?=\s?\S*"
+
+_PREFIX_RE = re.compile(PREFIX_JAVA)
+_HEADER_RE = re.compile(HEADER_JAVA)
+
+_LOG4J = re.compile(
+    r"^(?P<ts>" + _TS + r")\s+"
+    r"(?:\[(?P<thread1>[^\]]*)\]\s+)?"
+    r"(?P<level>" + _LEVEL + r")\s+"
+    r"(?:\[(?P<thread2>[^\]]*)\]\s+)?"
+    r"(?P<logger>[^\s\[]+)"
+    r"(?:\s+(?P<lineinfo>\d+ [\w$]+))?"  # some wrappers print "<line> <method>" after the logger
+    r"\s*(?P<mdc>\[[^\]]*\])?\s*-\s?(?P<msg>.*)$"
+)
+_BARE = re.compile(r"^(?P<level>" + _LEVEL + r")\s+(?P<mdc>\[[^\]]*\])?\s*-\s?(?P<msg>.*)$")
+_TS_ONLY = re.compile(r"^(?P<ts>" + _TS + r")\s+(?P<msg>.*)$")
+_JAVA_CLASS = re.compile(r"^(?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b")
+
+
+@dataclass
+class Header:
+    ts: str | None
+    level: str | None
+    logger: str | None
+    thread: str | None
+    message: str
+    layout: str
+    exception_text: str | None = None  # JSON layouts carry the stack trace inside the record
+
+
+def strip_prefix(line: str) -> str:
+    """Remove a docker-compose / Kubernetes / platform prefix, if any."""
+    m = _PREFIX_RE.match(line)
+    if not m:
+        return line
+    rest = line[m.end():]
+    # A docker-compose service name could be mistaken for the first word of a stack frame; only strip when what
+    # follows looks like log content.
+    return rest if rest[:1] in ("\t", " ", "{") or _HEADER_RE.match(rest) or _JAVA_CLASS.match(rest) or rest.startswith(("Caused by", "Suppressed", "at ", "...")) else line
+
+
+def normalize_ts(ts: str | None) -> str | None:
+    """``2023-04-10 13:48:39,366`` / ``2023-04-10T13:48:39.366Z`` -> ``2023-04-10 13:48:39.366``."""
+    if not ts:
+        return None
+    m = re.match(r"(\d{4})[-/](\d{2})[-/](\d{2})[ T](\d{2}:\d{2}:\d{2})(?:[,.](\d{1,9}))?", ts)
+    if not m:
+        return ts
+    frac = (m.group(5) or "000")[:3].ljust(3, "0")
+    return f"{m.group(1)}-{m.group(2)}-{m.group(3)} {m.group(4)}.{frac}"
+
+
+def is_header(line: str) -> bool:
+    return bool(_HEADER_RE.match(line))
+
+
+def parse_header(line: str) -> Header | None:
+    """Split a record's first line into its fields; None when the line is not a record start.
+
+    >>> h = parse_header("2026-11-22 02:54:11,377 WARN  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to trigger or complete checkpoint 3 for job f48410cfc8f27e85a01838c5b64de860. (0 consecutive failed attempts so far)")
+    >>> (h.ts, h.level, h.logger.rsplit('.', 1)[-1], h.layout)
+    ('2026-11-22 02:54:11.377', 'WARN', 'CheckpointFailureManager', 'log4j2')
+    >>> parse_header("2019-02-16 11:26:29.378 [Checkpoint Timer] INFO org.apache.flink.runtime.checkpoint.CheckpointCoordinator - Triggering checkpoint 1389046 @ 1550287589373 for job 599a6ac3c371874d12ebf024978cadbc.").thread
+    'Checkpoint Timer'
+    >>> parse_header("2020-03-01 10:00:00,001 INFO  org.apache.flink.runtime.taskmanager.Task                     - Source (1/1) switched from RUNNING to FAILED.").layout
+    'log4j1'
+    >>> parse_header("jobmanager-1  | 2024-05-02T08:15:01.120Z INFO  org.apache.flink.runtime.jobmaster.JobMaster [] - Trying to recover from a global failure.").ts
+    '2024-05-02 08:15:01.120'
+    >>> parse_header("INFO  [] - Loading configuration property: taskmanager.memory.process.size, 1728m").layout
+    'bare'
+    >>> parse_header('{"timestamp":"2024-01-01T00:00:00.000Z","level":"ERROR","loggerName":"o.a.f.X","message":"boom"}').level
+    'ERROR'
+    >>> parse_header("\\tat org.apache.flink.runtime.taskmanager.Task.run(Task.java:550)") is None
+    True
+    """
+    raw = line.rstrip("\r\n")
+    stripped = strip_prefix(raw)
+    body = stripped.lstrip()
+    if body.startswith("{"):
+        return _parse_json(body)
+    tag = re.match(r"^\[[\w.-]+\] (?=\d{4})", body)
+    if tag:
+        body = body[tag.end():]
+    m = _LOG4J.match(body)
+    if m:
+        thread = m.group("thread1") or m.group("thread2")
+        layout = "thread" if thread is not None else ("log4j2" if m.group("mdc") is not None else "log4j1")
+        if "T" in m.group("ts")[10:11]:
+            layout = "iso" if thread is None else layout
+        return Header(normalize_ts(m.group("ts")), _level(m.group("level")), m.group("logger"), thread,
+                      m.group("msg"), layout)
+    m = _BARE.match(body)
+    if m:
+        return Header(None, _level(m.group("level")), None, None, m.group("msg"), "bare")
+    m = _TS_ONLY.match(body)
+    if m:
+        return Header(normalize_ts(m.group("ts")), None, None, None, m.group("msg"), "timestamped")
+    return None
+
+
+def _level(level: str | None) -> str | None:
+    if level is None:
+        return None
+    return {"WARNING": "WARN", "SEVERE": "ERROR"}.get(level.upper(), level.upper())
+
+
+_JSON_FIELDS = {
+    "ts": ("timestamp", "@timestamp", "time", "instant", "date"),
+    "level": ("level", "messageType", "severity", "log.level"),
+    "logger": ("loggerName", "logger", "logger_name", "log.logger"),
+    "thread": ("thread", "threadName", "thread_name"),
+    "message": ("message", "msg", "@message"),
+    "exception": ("throwableInformation", "thrown", "exception", "stack_trace", "stackTrace", "error.stack_trace"),
+}
+
+
+def _parse_json(text: str) -> Header | None:
+    try:
+        rec = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(rec, dict):
+        return None
+
+    def pick(name: str):
+        for key in _JSON_FIELDS[name]:
+            if key in rec and rec[key] not in (None, ""):
+                return rec[key]
+        return None
+
+    ts = pick("ts")
+    if isinstance(ts, dict) and "epochSecond" in ts:  # log4j2 JsonLayout "instant"
+        import datetime as _dt
+        ts = _dt.datetime.fromtimestamp(ts["epochSecond"] + ts.get("nanoOfSecond", 0) / 1e9, _dt.timezone.utc).isoformat()
+    elif isinstance(ts, (int, float)):
+        import datetime as _dt
+        ts = _dt.datetime.fromtimestamp(ts / 1000 if ts > 1e11 else ts, _dt.timezone.utc).isoformat()
+    exc = pick("exception")
+    if isinstance(exc, dict):  # log4j2 JsonLayout "thrown": {name, message, extendedStackTrace...}
+        parts = [f"{exc.get('name', '')}: {exc.get('message', '')}".strip(": ")]
+        exc = "\n".join(parts + [str(v) for k, v in exc.items() if k in ("extendedStackTrace", "stackTrace") and isinstance(v, str)])
+    elif isinstance(exc, list):
+        exc = "\n".join(str(x) for x in exc)
+    level = pick("level")
+    return Header(
+        normalize_ts(str(ts)) if ts else None,
+        _level(str(level)) if level else None,
+        str(pick("logger")) if pick("logger") else None,
+        str(pick("thread")) if pick("thread") else None,
+        str(pick("message") or ""),
+        "json",
+        str(exc) if exc else None,
+    )

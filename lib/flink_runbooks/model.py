@@ -1,0 +1,217 @@
+"""The plain data that flows between ingestion, detectors and renderers.
+
+Ingestion (Spark) produces an :class:`Incident`; detectors read it and return :class:`Finding` objects; renderers
+format findings. Nothing here touches files or Spark.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Iterator
+
+from .config import EffectiveConfig
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """One exception of a stack trace: the top one, a ``Caused by:`` or a ``Suppressed:``."""
+
+    cls: str
+    message: str
+    kind: str = "top"  # top | caused_by | suppressed
+
+    @property
+    def simple_name(self) -> str:
+        return self.cls.rsplit(".", 1)[-1]
+
+
+@dataclass
+class Event:
+    """One log record: a header line and whatever belongs to it (stack trace, config dump lines)."""
+
+    file: str
+    line: int
+    ts: str | None = None  # "YYYY-MM-DD HH:MM:SS.mmm" when the layout has one
+    level: str | None = None
+    logger: str | None = None
+    thread: str | None = None
+    message: str = ""
+    chain: list[ChainLink] = field(default_factory=list)
+    frames: list[str] = field(default_factory=list)  # only frames some detector asked for
+    body: list[str] = field(default_factory=list)  # other kept continuation lines (config dumps, wrapped text)
+    truncated: bool = False  # the trace ends in "... N more" or was cut off
+    role: str = "unknown"  # jobmanager | taskmanager | client | unknown
+    host: str | None = None
+
+    @property
+    def root_cause(self) -> ChainLink | None:
+        """The deepest ``Caused by`` (or the top exception when there is none)."""
+        causes = [c for c in self.chain if c.kind != "suppressed"]
+        return causes[-1] if causes else None
+
+    @property
+    def text(self) -> str:
+        """Header message plus every exception of the chain: what signatures are matched against."""
+        parts = [self.message]
+        parts += [f"{c.cls}: {c.message}" if c.message else c.cls for c in self.chain]
+        parts += self.body
+        parts += self.frames
+        return "\n".join(p for p in parts if p)
+
+    def search(self, pattern: str | re.Pattern[str]) -> re.Match[str] | None:
+        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+        return rx.search(self.text)
+
+    def has_exception(self, name: str) -> bool:
+        """True when a class of the chain is ``name`` (fully qualified or simple name)."""
+        return any(c.cls == name or c.simple_name == name for c in self.chain)
+
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def excerpt(self, limit: int = 600) -> str:
+        head = " ".join(p for p in (self.ts, self.level, self.logger) if p)
+        lines = [f"{head} - {self.message}" if head else self.message]
+        lines += [("Caused by: " if c.kind == "caused_by" else "Suppressed: " if c.kind == "suppressed" else "")
+                  + (f"{c.cls}: {c.message}" if c.message else c.cls) for c in self.chain]
+        out = "\n".join(line for line in lines if line)
+        return out if len(out) <= limit else out[: limit - 1] + "…"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["chain"] = [asdict(c) for c in self.chain]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Event":
+        d = dict(d)
+        d["chain"] = [ChainLink(**c) for c in d.get("chain") or []]
+        for k in ("frames", "body"):
+            d[k] = list(d.get(k) or [])
+        return cls(**d)
+
+
+@dataclass
+class InputFile:
+    path: str
+    role: str = "unknown"
+    host: str | None = None
+    tm_id: str | None = None
+    layout: str | None = None
+    lines: int = 0
+    bytes: int | None = None
+    kind: str = "log"  # log | config
+
+
+@dataclass
+class Incident:
+    """Everything ingestion learnt about one incident, as plain data."""
+
+    events: list[Event]
+    config: EffectiveConfig
+    flink_version: str | None = None
+    version_source: str | None = None
+    inputs: list[InputFile] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def find(self, pattern: str | re.Pattern[str], *, role: str | None = None) -> Iterator[tuple[Event, re.Match[str]]]:
+        """Events whose text matches ``pattern``, in time order, with the match."""
+        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
+        for ev in self.events:
+            if role and ev.role != role:
+                continue
+            m = rx.search(ev.text)
+            if m:
+                yield ev, m
+
+    def first(self, pattern: str | re.Pattern[str], **kw: Any) -> tuple[Event, re.Match[str]] | None:
+        return next(self.find(pattern, **kw), None)
+
+    def with_exception(self, name: str) -> list[Event]:
+        return [ev for ev in self.events if ev.has_exception(name)]
+
+    @property
+    def version_tuple(self) -> tuple[int, ...] | None:
+        return parse_version(self.flink_version)
+
+
+def parse_version(version: str | None) -> tuple[int, ...] | None:
+    if not version:
+        return None
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
+    if not m:
+        return None
+    return tuple(int(x) for x in m.groups() if x is not None)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    file: str
+    line: int
+    ts: str | None
+    text: str
+    note: str = ""  # why this line matters
+
+    @classmethod
+    def of(cls, event: Event, note: str = "", limit: int = 600) -> "Evidence":
+        return cls(event.file, event.line, event.ts, event.excerpt(limit), note)
+
+
+@dataclass(frozen=True)
+class Patch:
+    """A proposed change: never applied to the user's files, only rendered.
+
+    ``target`` says where the change lives: ``flink`` (the Flink configuration file / FlinkDeployment),
+    ``kafka`` (Kafka client properties of a KafkaSource/KafkaSink), ``code`` (job code, see ``snippet``) or
+    ``ops`` (an operational action outside configuration).
+    """
+
+    target: str
+    key: str
+    proposed: str | None
+    reason: str
+    current: str | None = None
+    current_source: str | None = None
+    snippet: str | None = None
+
+
+@dataclass(frozen=True)
+class RootCause:
+    slug: str
+    summary: str
+    evidence_hint: str = ""  # which evidence discriminates this cause from the others
+
+
+@dataclass
+class Finding:
+    runbook: str
+    title: str
+    root_cause: RootCause
+    summary: str
+    confidence: float
+    evidence: list[Evidence] = field(default_factory=list)
+    patches: list[Patch] = field(default_factory=list)
+    primary: bool = False
+    severity: str = "failure"  # failure: explains a job/task failure; warning: degraded but the job kept running
+    first_seen: str | None = None  # timestamp of the earliest evidence (used to order findings)
+    details: dict[str, Any] = field(default_factory=dict)  # detector-specific numbers (counts, tables)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runbook": self.runbook,
+            "title": self.title,
+            "root_cause": {"slug": self.root_cause.slug, "summary": self.root_cause.summary},
+            "summary": self.summary,
+            "confidence": round(self.confidence, 2),
+            "primary": self.primary,
+            "severity": self.severity,
+            "first_seen": self.first_seen,
+            "evidence": [asdict(e) for e in self.evidence],
+            "patches": [asdict(p) for p in self.patches],
+            "details": self.details,
+        }
+
+
+def earliest_ts(events: Iterable[Event]) -> str | None:
+    stamps = [e.ts for e in events if e.ts]
+    return min(stamps) if stamps else None

@@ -1,0 +1,94 @@
+"""Renderers: the diagnosis as JSON (the CLI contract), terminal text and Markdown. Everything passes redaction."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from .diagnose import Diagnosis
+from .model import Finding
+from .patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
+from .redact import redact_text
+from .model import parse_version
+
+
+def diagnosis_dict(diagnosis: Diagnosis) -> dict[str, Any]:
+    inc = diagnosis.incident
+    return {
+        "flink_version": inc.flink_version,
+        "version_source": inc.version_source,
+        "inputs": {
+            "files": [asdict(f) for f in inc.inputs],
+            "events": len(inc.events),
+            "config_keys": len(inc.config),
+            "config_file": inc.config.file_path,
+        },
+        "findings": [f.to_dict() for f in diagnosis.findings],
+        "warnings": list(inc.warnings) + list(diagnosis.errors),
+    }
+
+
+def to_json(diagnosis: Diagnosis) -> str:
+    return redact_text(json.dumps(diagnosis_dict(diagnosis), indent=2, sort_keys=False))
+
+
+def patch_outputs(finding: Finding, diagnosis: Diagnosis) -> dict[str, Any]:
+    """Every rendering of a finding's patches that applies: config diff, FlinkDeployment patch, Kafka, code."""
+    inc = diagnosis.incident
+    version = parse_version(inc.flink_version)
+    flink = [p for p in finding.patches if p.target == "flink"]
+    out: dict[str, Any] = {}
+    if flink:
+        out["config_diff"] = render_config_diff(flink, inc.config, version)
+        out["flinkdeployment"] = render_flinkdeployment_patch(flink, version)
+    kafka = [p for p in finding.patches if p.target == "kafka"]
+    if kafka:
+        out["kafka"] = render_kafka_properties(kafka)
+    code = [p for p in finding.patches if p.target in ("code", "ops")]
+    if code:
+        out["actions"] = [{"what": p.key, "why": p.reason, "snippet": p.snippet} for p in code]
+    return out
+
+
+def to_text(diagnosis: Diagnosis, *, color: bool = False) -> str:
+    inc = diagnosis.incident
+    lines: list[str] = []
+    bold = (lambda s: f"\033[1m{s}\033[0m") if color else (lambda s: s)
+    version = inc.flink_version or "unknown"
+    logs = sum(1 for f in inc.inputs if f.kind == "log")
+    lines.append(f"Flink {version}" + (f" ({inc.version_source})" if inc.version_source else "")
+                 + f"; {logs} log file(s), {len(inc.events)} records kept, {len(inc.config)} config keys")
+    for w in list(inc.warnings) + list(diagnosis.errors):
+        lines.append(f"warning: {w}")
+    if not diagnosis.findings:
+        lines.append("")
+        lines.append("No known failure found.")
+        return redact_text("\n".join(lines)) + "\n"
+    for f in diagnosis.findings:
+        lines.append("")
+        tag = "PRIMARY" if f.primary else ("also" if f.severity == "failure" else "warning")
+        lines.append(bold(f"[{tag}] {f.runbook}: {f.title}"))
+        lines.append(f"  root cause: {f.root_cause.slug} — {f.root_cause.summary} (confidence {f.confidence:.0%})")
+        lines.append(f"  {f.summary}")
+        if f.evidence:
+            lines.append("  evidence:")
+            for e in f.evidence:
+                where = f"{e.file}:{e.line}" + (f" {e.ts}" if e.ts else "")
+                lines.append(f"    {where}" + (f"  ({e.note})" if e.note else ""))
+                for t in e.text.splitlines()[:4]:
+                    lines.append(f"      {t[:240]}")
+        if f.primary and f.patches:
+            outs = patch_outputs(f, diagnosis)
+            if "config_diff" in outs:
+                lines.append("  proposed config change (not applied):")
+                lines += ["    " + l for l in outs["config_diff"].rstrip("\n").splitlines()]
+            if "kafka" in outs:
+                lines.append("  Kafka client properties:")
+                lines += ["    " + l for l in outs["kafka"].get("properties", "").rstrip("\n").splitlines()]
+            for a in outs.get("actions", []):
+                lines.append(f"  action: {a['what']}: {a['why']}")
+                if a["snippet"]:
+                    lines += ["    " + l for l in a["snippet"].splitlines()]
+        elif f.patches:
+            lines.append(f"  {len(f.patches)} proposed change(s): run `flink-runbooks diagnose --format json` or the runbook")
+    return redact_text("\n".join(lines)) + "\n"

@@ -1,0 +1,88 @@
+"""Header parsing of every supported layout, and the JVM regexes agreeing with the Python parser."""
+from __future__ import annotations
+
+import doctest
+import re
+
+import pytest
+
+from flink_runbooks import layouts, records
+
+SAMPLES = {
+    "log4j2": "2026-11-22 02:54:11,377 WARN  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to trigger or complete checkpoint 3 for job f48410cfc8f27e85a01838c5b64de860. (0 consecutive failed attempts so far)",
+    "log4j1": "2019-10-15 12:33:53,699 INFO  org.apache.flink.streaming.api.operators.AbstractStreamOperator  - Could not complete snapshot 1 for operator testOperator (1/2).",
+    "thread": "2019-02-16 11:26:29.378 [Checkpoint Timer] INFO org.apache.flink.runtime.checkpoint.CheckpointCoordinator - Triggering checkpoint 1389046 @ 1550287589373 for job 599a6ac3c371874d12ebf024978cadbc.",
+    "thread-after-level": "2021-07-01 10:00:00,000 ERROR [flink-akka.actor.default-dispatcher-5] org.apache.flink.runtime.jobmaster.JobMaster - Job failed.",
+    "iso": "2024-05-02T08:15:01.120Z INFO  org.apache.flink.runtime.jobmaster.JobMaster [] - Trying to recover from a global failure.",
+    "iso-offset": "2024-05-02T08:15:01,120+02:00 WARN org.apache.flink.runtime.taskmanager.Task - Task failed.",
+    "docker-compose": "jobmanager-1  | 2024-05-02 08:15:01,120 INFO  org.apache.flink.runtime.jobmaster.JobMaster [] - Trying to recover from a global failure.",
+    "kubernetes-cri": "2024-05-02T08:15:01.123456789Z stdout F 2024-05-02 08:15:01,120 ERROR org.apache.flink.runtime.taskmanager.Task [] - Task failed.",
+    "kubectl-timestamps": "2024-05-02T08:15:01.123456789Z 2024-05-02 08:15:01,120 ERROR org.apache.flink.runtime.taskmanager.Task [] - Task failed.",
+    "platform-tag": "[dinky] 2025-05-06 11:02:40 CST INFO  org.apache.flink.configuration.GlobalConfiguration 160 lambda$logConfiguration$0 - Loading configuration property: rest.port, 8081",
+    "bare": "INFO  [] - Loading configuration property: taskmanager.memory.process.size, 1728m",
+    "json": '{"timestamp":"2024-01-01T00:00:00.000Z","level":"ERROR","loggerName":"org.apache.flink.runtime.taskmanager.Task","message":"Task failed","throwableInformation":"java.lang.OutOfMemoryError: Java heap space\\n\\tat x.Y.z(Y.java:1)"}',
+}
+NOT_HEADERS = [
+    "\tat org.apache.flink.runtime.taskmanager.Task.run(Task.java:550)",
+    "Caused by: java.io.IOException: Mkdirs failed to create file:/ckpt/chk-3",
+    "org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.",
+    "\t... 4 more",
+    "\tallow.auto.create.topics = true",
+]
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_every_layout_is_a_header_in_python_and_in_the_jvm_regex(name):
+    line = SAMPLES[name]
+    header = layouts.parse_header(line)
+    assert header is not None, name
+    assert re.match(layouts.HEADER_JAVA, line), name
+    assert header.level in {"INFO", "WARN", "ERROR"}
+    assert header.message
+
+
+@pytest.mark.parametrize("line", NOT_HEADERS)
+def test_continuation_lines_are_not_headers(line):
+    assert layouts.parse_header(line) is None
+    assert not re.match(layouts.HEADER_JAVA, line)
+
+
+def test_fields_of_the_default_layout():
+    h = layouts.parse_header(SAMPLES["log4j2"])
+    assert (h.ts, h.level, h.logger, h.layout) == (
+        "2026-11-22 02:54:11.377", "WARN", "org.apache.flink.runtime.checkpoint.CheckpointFailureManager", "log4j2")
+    assert h.message.startswith("Failed to trigger or complete checkpoint 3")
+
+
+def test_log4j1_and_thread_variants_are_told_apart():
+    assert layouts.parse_header(SAMPLES["log4j1"]).layout == "log4j1"
+    assert layouts.parse_header(SAMPLES["thread"]).thread == "Checkpoint Timer"
+    assert layouts.parse_header(SAMPLES["thread-after-level"]).thread == "flink-akka.actor.default-dispatcher-5"
+
+
+def test_prefixes_are_stripped_and_timestamps_normalised():
+    for name in ("docker-compose", "kubernetes-cri", "kubectl-timestamps"):
+        h = layouts.parse_header(SAMPLES[name])
+        assert h.ts == "2024-05-02 08:15:01.120", name
+    assert layouts.parse_header(SAMPLES["iso"]).ts == "2024-05-02 08:15:01.120"
+
+
+def test_json_record_carries_its_stack_trace():
+    recs = records.assemble([SAMPLES["json"]])
+    assert len(recs) == 1
+    assert recs[0].chain[0]["cls"] == "java.lang.OutOfMemoryError"
+    assert recs[0].chain[0]["message"] == "Java heap space"
+
+
+def test_exception_and_config_lines_match_the_jvm_regexes():
+    assert re.match(layouts.EXCEPTION_LINE_JAVA, "Caused by: org.rocksdb.RocksDBException: Bad table magic number")
+    assert re.match(layouts.EXCEPTION_LINE_JAVA, "org.apache.kafka.common.errors.DisconnectException: null")
+    assert re.match(layouts.EXCEPTION_LINE_JAVA, "jobmanager-1  | \t... 12 more")
+    assert re.match(layouts.CONFIG_LINE_JAVA, "\tsasl.jaas.config = [hidden]")
+    assert not re.match(layouts.EXCEPTION_LINE_JAVA, "\tat org.apache.flink.runtime.taskmanager.Task.run(Task.java:550)")
+
+
+def test_docstring_samples():
+    for module in (layouts, records):
+        result = doctest.testmod(module)
+        assert result.failed == 0 and result.attempted > 0, module.__name__

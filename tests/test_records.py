@@ -1,0 +1,82 @@
+"""Multi-line record assembly: chains, truncation, orphans, bare excerpts."""
+from __future__ import annotations
+
+from flink_runbooks.records import RecordAssembler, assemble
+
+TOLERABLE_JM = """\
+2026-11-22 02:54:11,389 INFO  org.apache.flink.runtime.jobmaster.JobMaster                 [] - Trying to recover from a global failure.
+org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold. The latest checkpoint failed due to Asynchronous task checkpoint failed., view the Checkpoint History tab or the Job Manager log to find out why continuous checkpoints failed.
+\tat org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter(CheckpointFailureManager.java:212) ~[flink-dist-1.20.3.jar:1.20.3]
+\tat java.lang.Thread.run(Thread.java:840) ~[?:?]
+Caused by: org.apache.flink.util.SerializedThrowable: java.io.IOException: Mkdirs failed to create file:/ckpt/chk-3
+\t... 4 more
+2026-11-22 02:54:11,473 INFO  org.apache.flink.runtime.source.coordinator.SourceCoordinator [] - Marking checkpoint 3 as aborted.
+"""
+
+SEED_ROCKSDB_EXCERPT = """\
+2023-06-14 23:42:46
+java.lang.Exception: Exception while creating StreamOperatorStateContext.
+    at org.apache.flink.streaming.api.operators.StreamTaskStateInitializerImpl.streamOperatorStateContext(StreamTaskStateInitializerImpl.java:256)
+Caused by: org.apache.flink.util.FlinkException: Could not restore keyed state backend for WindowOperator_e86e186b46037831968ebb9b688675bc_(1/2) from any of the 1 provided restore options.
+    ... 11 more
+Caused by: org.rocksdb.RocksDBException: Bad table magic number: expected 9863518390377041911, found 17223112372431451250 in /tmp/tm_10.9.2.0:6122-c46d5f/tmp/job_x/db/000210.sst
+    at org.rocksdb.RocksDB.open(Native Method)"""
+
+
+def test_chain_of_a_jobmanager_failure_with_serialized_throwable_unwrapped():
+    recs = assemble(TOLERABLE_JM.splitlines())
+    assert len(recs) == 2
+    first = recs[0]
+    assert first.message == "Trying to recover from a global failure."
+    assert [c["cls"] for c in first.chain] == ["org.apache.flink.util.FlinkRuntimeException", "java.io.IOException"]
+    assert first.chain[1]["kind"] == "caused_by"
+    assert first.chain[1]["message"].startswith("Mkdirs failed")
+    assert first.truncated
+    assert recs[1].chain == []
+
+
+def test_bare_excerpt_without_timestamps_and_cut_off():
+    recs = assemble(SEED_ROCKSDB_EXCERPT.splitlines())
+    chained = [r for r in recs if r.chain]
+    assert len(chained) == 1
+    chain = chained[0].chain
+    assert chain[0]["cls"] == "java.lang.Exception"
+    assert chain[-1]["cls"] == "org.rocksdb.RocksDBException"
+    assert chain[-1]["message"].startswith("Bad table magic number")
+
+
+def test_unkept_header_does_not_adopt_the_next_stack_trace():
+    """A stack trace under a header that Spark did not keep must not be glued onto an earlier kept record."""
+    asm = RecordAssembler()
+    out = []
+    out.append(asm.feed(0, True, "2024-01-01 00:00:00,000 WARN  a.B [] - kept warning"))
+    out.append(asm.feed(1, True, None))  # INFO header, not kept
+    out.append(asm.feed(2, False, "org.apache.kafka.common.errors.DisconnectException: null"))
+    out.append(asm.close())
+    recs = [r for r in out if r]
+    assert recs[0].message == "kept warning" and recs[0].chain == []
+    assert recs[1].chain[0]["cls"].endswith("DisconnectException")
+    assert recs[1].line_index == 2 and recs[1].ts is None
+
+
+def test_second_top_level_exception_starts_a_new_record():
+    lines = ["java.lang.IllegalStateException: first", "\tat a.B.c(B.java:1)",
+             "java.lang.OutOfMemoryError: Java heap space"]
+    recs = assemble(lines)
+    assert [r.chain[0]["cls"] for r in recs] == ["java.lang.IllegalStateException", "java.lang.OutOfMemoryError"]
+
+
+def test_kafka_config_dump_lines_become_the_body():
+    lines = ["2024-01-01 00:00:00,000 INFO  org.apache.kafka.clients.consumer.ConsumerConfig [] - ConsumerConfig values: ",
+             "\tallow.auto.create.topics = true", "\treconnect.backoff.ms = 50",
+             "2024-01-01 00:00:00,001 INFO  a.B [] - next"]
+    recs = assemble(lines)
+    assert recs[0].body == ["allow.auto.create.topics = true", "reconnect.backoff.ms = 50"]
+
+
+def test_wrapped_message_continues_the_last_exception():
+    lines = ["2023-04-10 13:48:39,366 WARN  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to",
+             "Caused by: java.io.IOException: Target file file:/opt/flink/pm/checkpoint/000000006e6b13320000000000000000/chk-1",
+             "/_metadata already exists."]
+    recs = assemble(lines)
+    assert recs[0].chain[0]["message"].endswith("chk-1 /_metadata already exists.")
