@@ -48,7 +48,7 @@ def _selected_detectors(spec: str | None):
 
 def cmd_diagnose(args) -> int:
     from .diagnose import run_detectors
-    from .ingest import InputError, ingest
+    from .ingest import InputError, check_local_paths, ingest
     from .render import to_json, to_text
     from .spark import get_spark
 
@@ -58,6 +58,7 @@ def cmd_diagnose(args) -> int:
         print(f"flink-runbooks: {exc.args[0]}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
+        check_local_paths(args.paths)
         spark = get_spark(master=args.master, remote=args.remote)
         incident = ingest(args.paths, spark, flink_version=args.flink_version)
     except InputError as exc:

@@ -58,14 +58,17 @@ class ConfigSource:
         return f"{path}:{self.line}" if self.line is not None else path
 
     def __str__(self) -> str:
-        if self.kind == "file":
-            text = self._where(os.path.basename(self.path) if self.path else None) or "config file"
-        elif self.kind == "log":
-            text = f"log {self._where(self.path)}".rstrip()
-        elif self.kind == "dynamic":
-            text = f"-D on {self._where(self.path)}" if self.path else "-D"
-        else:
-            text = "--set override"
+        """``flink-conf.yaml:12``, ``log /x/jm.log:109``, ``-D on /x/tm.log:80``, ``--set override``.
+
+        ``detail`` is shown only when there is no path to point at (``-D (FLINK_PROPERTIES)``).
+        """
+        if self.kind == "override":
+            return "--set override"
+        if self.path:
+            if self.kind == "file":
+                return self._where(os.path.basename(self.path))
+            return f"{'log' if self.kind == 'log' else '-D on'} {self._where(self.path)}"
+        text = {"file": "config file", "log": "log", "dynamic": "-D"}[self.kind]
         return f"{text} ({self.detail})" if self.detail else text
 
 
@@ -134,7 +137,8 @@ def parse_flat_conf(text: str, path: str, warnings: list[str] | None = None) -> 
 _YAML_NULL = re.compile(r"^(?:~|null|Null|NULL|)$")
 _YAML_BOOL = re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$")
 _YAML_INT = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
-_YAML_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$")
+_YAML_FLOAT = re.compile(r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+                         r"|[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN)$")
 
 
 def _core_type(node: ScalarNode) -> str:
@@ -233,7 +237,8 @@ def _compose(text: str, path: str) -> Node | None:
         where = f" line {mark.line + 1}" if mark is not None else ""
         raise ConfigError(f"broken YAML in {path}{where}: {problem}") from None
     except YAMLError as exc:
-        raise ConfigError(f"broken YAML in {path}: {str(exc).splitlines()[0] if str(exc) else 'invalid YAML'}") from None
+        first_line = str(exc).splitlines()[0] if str(exc) else "invalid YAML"
+        raise ConfigError(f"broken YAML in {path}: {first_line}") from None
 
 
 def _last_line(node: Node, text_lines: list[str]) -> int:
@@ -292,7 +297,7 @@ def yaml_layout(text: str, path: str) -> YamlLayout:
             )
             if inline and value_node.end_mark.line != value_node.start_mark.line:
                 # block scalars and block lists end at the start of the next line: stop at the last content line
-                entry.value_end = _line_end(text, entry.last_line)
+                entry.value_end = line_end(text, entry.last_line)
             ymap.entries.append(entry)
             entries.append(entry)
             if isinstance(value_node, MappingNode):
@@ -303,20 +308,24 @@ def yaml_layout(text: str, path: str) -> YamlLayout:
     return YamlLayout(root, entries, maps)
 
 
-def _line_end(text: str, line: int) -> int:
-    """Offset of the end (before the newline) of 0-based ``line``."""
-    offset = 0
+def line_start(text: str, line: int) -> int:
+    """Character offset where 0-based ``line`` starts (``len(text)`` past the last line)."""
+    return sum(len(chunk) for chunk in text.splitlines(keepends=True)[:line])
+
+
+def line_end(text: str, line: int) -> int:
+    """Character offset of the end of 0-based ``line``, before its line break."""
     lines = text.splitlines(keepends=True)
-    for chunk in lines[:line]:
-        offset += len(chunk)
-    return offset + len(lines[line].rstrip("\r\n")) if line < len(lines) else offset
+    if line >= len(lines):
+        return len(text)
+    return line_start(text, line) + len(lines[line].rstrip("\r\n"))
 
 
 def parse_yaml_conf(text: str, path: str, warnings: list[str] | None = None) -> list[tuple[str, str, int]]:
     """A standard-YAML ``config.yaml`` flattened to ``(key, value, line)``; broken YAML raises :class:`ConfigError`.
 
-    >>> parse_yaml_conf("execution:\\n  checkpointing:\\n    interval: 5s\\npipeline.jars: [a.jar, b.jar]\\n", "config.yaml")
-    [('execution.checkpointing.interval', '5s', 3), ('pipeline.jars', '[a.jar, b.jar]', 4)]
+    >>> parse_yaml_conf("execution:\\n  checkpointing:\\n    interval: 5s\\njars: [a.jar, b.jar]\\n", "config.yaml")
+    [('execution.checkpointing.interval', '5s', 3), ('jars', '[a.jar, b.jar]', 4)]
     """
     result: list[tuple[str, str, int]] = []
     seen: dict[str, int] = {}
@@ -390,7 +399,7 @@ class EffectiveConfig:
         if current is None or source.rank >= current.source.rank:
             self._effective[key] = cv
 
-    def set_file(self, path: str | None, text: str | None, format: str | None) -> None:  # noqa: A002 (brief's name)
+    def set_file(self, path: str | None, text: str | None, format: str | None) -> None:
         self.file_path, self.file_text, self.file_format = path, text, format
 
     def load_file(self, text: str, path: str, fmt: str | None = None) -> None:

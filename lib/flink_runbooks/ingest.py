@@ -117,6 +117,18 @@ def _display(uri: str) -> str:
     return uri
 
 
+def check_local_paths(paths: Iterable[str]) -> None:
+    """Fail fast, before Spark starts, on local paths that do not exist (URIs are checked by Hadoop later)."""
+    import glob
+
+    for raw in paths:
+        if re.match(r"^[a-zA-Z][\w+.-]*:", raw) and not raw.startswith("file:"):
+            continue
+        local = re.sub(r"^file:(//)?", "", raw)
+        if not (glob.glob(os.path.expanduser(local)) if any(c in local for c in "*?[") else os.path.exists(os.path.expanduser(local))):
+            raise InputError(f"no such file or directory: {raw}")
+
+
 def list_inputs(spark, paths: Iterable[str]) -> ListedInputs:
     """Expand files, directories (recursively), globs and Hadoop URIs with Hadoop's FileSystem API."""
     listed = ListedInputs()
@@ -260,14 +272,14 @@ def _arrow_schema():
     ])
 
 
-def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None):
+def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None, split_bytes: int | None = None):
     """The Spark plan: read, pre-filter in the JVM, assemble records on the workers. Returns a DataFrame."""
     from pyspark.sql import functions as F
 
     from .spark import SPLIT_BYTES
 
     for key in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes"):
-        spark.conf.set(key, str(SPLIT_BYTES))
+        spark.conf.set(key, str(split_bytes or SPLIT_BYTES))
     signatures, frames = prefilter(detectors)
     value = F.col("value")
     df = spark.read.option("lineSep", "\n").text(list(log_uris))
@@ -297,6 +309,7 @@ def ingest(
     *,
     flink_version: str | None = None,
     detectors: Sequence | None = None,
+    split_bytes: int | None = None,
 ) -> Incident:
     """Read everything under ``paths`` and return the incident. Raises :class:`InputError` for unusable input."""
     from .spark import get_spark
@@ -337,7 +350,7 @@ def ingest(
         # An empty .out file is the normal state of a daemon's stdout; any other empty input is worth a word.
         if size == 0 and not re.search(r"\.out(\.\d+)?$", uri):
             warnings.append(f"{_display(uri)} is empty")
-    rows = scan_logs(spark, nonempty, detectors).collect() if nonempty else []
+    rows = scan_logs(spark, nonempty, detectors, split_bytes).collect() if nonempty else []
 
     stats = [r for r in rows if r["kind"] == "stats"]
     records = [r for r in rows if r["kind"] == "record"]

@@ -53,7 +53,8 @@ CONCEPTS: tuple[Concept, ...] = (
     # state / checkpoint storage (FLIP-406 moved these under execution.checkpointing.* in 1.20)
     _c("state backend", ("state.backend.type", V1_17), "state.backend", default="hashmap"),
     _c("checkpoint storage", ("execution.checkpointing.storage", V1_20), ("state.checkpoint-storage", V1_13)),
-    _c("checkpoints dir", ("execution.checkpointing.dir", V1_20), "state.checkpoints.dir", "state.backend.fs.checkpointdir"),
+    _c("checkpoints dir", ("execution.checkpointing.dir", V1_20), "state.checkpoints.dir",
+       "state.backend.fs.checkpointdir"),
     _c("savepoints dir", ("execution.checkpointing.savepoint-dir", V1_20), "state.savepoints.dir",
        "savepoints.state.backend.fs.dir"),
     _c("retained checkpoints", ("execution.checkpointing.num-retained", V1_20), "state.checkpoints.num-retained",
@@ -110,11 +111,10 @@ CONCEPTS: tuple[Concept, ...] = (
 
 # Keys that were superseded by an option with different semantics (so they are not aliases: a value of one cannot be
 # read as the other). ``taskmanager.heap.size`` meant Flink memory on standalone and process memory on YARN/K8s.
+_TM_TOTAL_MEMORY = "taskmanager.memory.process.size (containers) / taskmanager.memory.flink.size (standalone)"
 LEGACY_KEYS: dict[str, tuple[str, Version | None]] = {
-    "taskmanager.heap.size": ("taskmanager.memory.process.size (containers) / taskmanager.memory.flink.size (standalone)",
-                              V2_0),
-    "taskmanager.heap.mb": ("taskmanager.memory.process.size (containers) / taskmanager.memory.flink.size (standalone)",
-                            V2_0),
+    "taskmanager.heap.size": (_TM_TOTAL_MEMORY, V2_0),
+    "taskmanager.heap.mb": (_TM_TOTAL_MEMORY, V2_0),
     "jobmanager.heap.size": ("jobmanager.memory.process.size", V2_0),
     "jobmanager.heap.mb": ("jobmanager.memory.process.size", V2_0),
     "taskmanager.network.numberOfBuffers": ("taskmanager.memory.network.fraction / .min / .max", V2_0),
@@ -128,8 +128,9 @@ FALLBACKS: dict[str, str] = {
     "execution.checkpointing.local-backup.enabled": "execution.state-recovery.from-local",
 }
 
-# Release lines used to judge which spelling is understood most widely when the version is unknown.
-KNOWN_RELEASES: tuple[Version, ...] = tuple((1, m) for m in range(7, 21)) + ((2, 0), (2, 1))
+# Release lines used to judge which spelling is understood most widely when the version is unknown: the ones still
+# met in production (the catalogue's 1.13 – 1.20 focus) and 2.x.
+KNOWN_RELEASES: tuple[Version, ...] = tuple((1, m) for m in range(13, 21)) + ((2, 0), (2, 1))
 
 _BY_NAME: dict[str, Concept] = {kn.name: c for c in CONCEPTS for kn in c.names}
 
@@ -185,9 +186,11 @@ def name_for(key: str, version: Version | None) -> str:
     """The spelling of ``key`` that ``version`` expects.
 
     Known version: the newest spelling that version understands (deprecated spellings are renamed, removed ones are
-    never chosen). Unknown version: the spelling understood by the most release lines in :data:`KNOWN_RELEASES`, ties
-    going to the newer one; e.g. ``state.backend.local-recovery`` (1.x up to 1.20) rather than
-    ``execution.state-recovery.from-local`` (1.20+), and ``restart-strategy`` rather than ``restart-strategy.type``.
+    never chosen). Unknown version: the spelling understood by the most release lines in :data:`KNOWN_RELEASES`
+    (1.13 … 2.1), ties going to the newer one. So a spelling valid from 1.13 through 2.x wins when there is one
+    (``restart-strategy`` over ``restart-strategy.type``, ``taskmanager.memory.network.max`` over its removed legacy
+    name); otherwise the widest one does (``state.backend.local-recovery``, 1.x up to 1.20, over
+    ``execution.state-recovery.from-local``, 1.20+).
     Keys without renames are returned unchanged.
     """
     c = _BY_NAME.get(key)

@@ -8,7 +8,8 @@ import sys
 # block of one file, in order; that is what lets the workers count line numbers and assemble stack traces
 # without a shuffle.
 SPLIT_BYTES = 128 * 1024 * 1024
-_QUIET_LOG4J = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-spark.properties")
+# Spark's own configuration directory for the driver: only log4j2.properties (errors only, on stderr).
+_SPARK_CONF_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark-conf")
 
 
 def get_spark(master: str | None = None, remote: str | None = None, app_name: str = "flink-runbooks"):
@@ -24,6 +25,8 @@ def get_spark(master: str | None = None, remote: str | None = None, app_name: st
     # Python workers must run the interpreter that has this package and pyarrow.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    # The driver JVM starts before any SparkConf is read; its logging comes from the conf dir on its classpath.
+    os.environ.setdefault("SPARK_CONF_DIR", _SPARK_CONF_DIR)
     if remote:
         return SparkSession.builder.remote(remote).appName(app_name).getOrCreate()
     active = SparkSession.getActiveSession()
@@ -39,7 +42,6 @@ def get_spark(master: str | None = None, remote: str | None = None, app_name: st
         .config("spark.sql.files.openCostInBytes", str(SPLIT_BYTES))
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "50000")
         .config("spark.driver.memory", os.environ.get("FLINK_RUNBOOKS_DRIVER_MEMORY", "1g"))
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_QUIET_LOG4J}")
         .config("spark.sql.session.timeZone", "UTC")
     )
     spark = builder.getOrCreate()

@@ -1,0 +1,211 @@
+"""What the runbook notebooks call: open an incident, show findings, evidence, timelines and patches.
+
+Notebooks stay thin (narrative plus one call per cell); everything they display goes through here, so redaction
+and formatting are the same in Jupyter, in papermill runs and on the published site.
+"""
+from __future__ import annotations
+
+import html
+import os
+import pathlib
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .diagnose import Diagnosis, run_detectors
+from .model import Finding, Incident
+from .redact import redact_text
+from .render import patch_outputs
+
+PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def resolve_paths(paths: str | Sequence[str]) -> list[str]:
+    """Paths as given, or relative to the project root when they do not exist relative to the working directory."""
+    if isinstance(paths, str):
+        paths = [paths]
+    out = []
+    for p in paths:
+        if "://" in p or os.path.isabs(p) or os.path.exists(p) or any(c in p for c in "*?["):
+            out.append(p)
+        else:
+            out.append(str(PROJECT_ROOT / p))
+    return out
+
+
+@dataclass
+class RunbookRun:
+    slug: str
+    incident: Incident
+    diagnosis: Diagnosis
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def finding(self) -> Finding | None:
+        return self.findings[0] if self.findings else None
+
+    # -- displays ---------------------------------------------------------------------------------------------
+
+    def summary(self):
+        """The verdict for this runbook, and what else was found in the incident."""
+        from IPython.display import HTML
+
+        parts = [f"<p><b>Incident:</b> Flink {_e(self.incident.flink_version or 'version unknown')}"
+                 f"{' (' + _e(self.incident.version_source) + ')' if self.incident.version_source else ''}, "
+                 f"{sum(1 for f in self.incident.inputs if f.kind == 'log')} log file(s), "
+                 f"{len(self.incident.events)} records kept.</p>"]
+        for w in self.incident.warnings:
+            parts.append(f"<p>⚠ {_e(w)}</p>")
+        if not self.findings:
+            parts.append(f"<p><b>{_e(self.slug)} does not apply to this incident.</b> The evidence it looks for "
+                         f"is absent.</p>")
+        for f in self.findings:
+            parts.append(
+                f"<p><b>{'Primary finding' if f.primary else 'Finding'}: {_e(f.title)}</b><br>"
+                f"Root cause: <code>{_e(f.root_cause.slug)}</code> — {_e(f.root_cause.summary)} "
+                f"(confidence {f.confidence:.0%})</p><p>{_e(f.summary)}</p>")
+        others = [f for f in self.diagnosis.findings if f.runbook != self.slug]
+        if others:
+            items = "".join(f"<li><code>{_e(f.runbook)}</code>{' (primary)' if f.primary else ''}: "
+                            f"{_e(f.root_cause.summary)}</li>" for f in others)
+            parts.append(f"<p>Other runbooks that apply to this incident:</p><ul>{items}</ul>")
+        return HTML("\n".join(parts))
+
+    def evidence(self):
+        """The log lines behind the verdict, with file and line number."""
+        import pandas as pd
+
+        rows = []
+        for f in self.findings:
+            for e in f.evidence:
+                rows.append({"file": os.path.basename(e.file), "line": e.line, "time": e.ts or "",
+                             "why it matters": e.note, "text": redact_text(e.text)})
+        if not rows:
+            return _note("No evidence: this runbook found nothing in the incident.")
+        return pd.DataFrame(rows).style.hide(axis="index").set_properties(
+            subset=["text"], **{"white-space": "pre-wrap", "text-align": "left", "font-family": "monospace"})
+
+    def details(self):
+        """Numbers the detector measured (counts, current settings)."""
+        import pandas as pd
+
+        rows = [{"what": k, "value": str(v)} for f in self.findings for k, v in f.details.items()]
+        if not rows:
+            return _note("No measurements.")
+        return pd.DataFrame(rows).style.hide(axis="index")
+
+    def patches(self):
+        """The proposed changes: a diff for the config file, the FlinkDeployment patch, Kafka and code snippets."""
+        from IPython.display import HTML
+
+        if not self.findings or not any(f.patches for f in self.findings):
+            return _note("Nothing to change.")
+        parts = []
+        for f in self.findings:
+            rows = "".join(
+                f"<tr><td><code>{_e(p.key)}</code></td><td>{_e(p.current or '—')}</td>"
+                f"<td>{_e(p.current_source or '')}</td><td><b>{_e(p.proposed if p.proposed is not None else ('remove' if p.target == 'flink' else '—'))}</b></td>"
+                f"<td>{_e(p.reason)}</td></tr>"
+                for p in f.patches if p.target in ("flink", "kafka"))
+            if rows:
+                parts.append("<table><tr><th>key</th><th>current</th><th>from</th><th>proposed</th><th>why</th></tr>"
+                             f"{rows}</table>")
+            outs = patch_outputs(f, self.diagnosis)
+            if "config_diff" in outs:
+                parts.append("<p><b>Proposed change to your configuration file</b> (a proposal: nothing was modified):</p>"
+                             f"<pre class='patch-diff'>{_e(outs['config_diff'])}</pre>")
+            if "flinkdeployment" in outs:
+                parts.append("<p><b>Flink Kubernetes Operator</b> (<code>kubectl patch flinkdeployment … --type merge</code>):</p>"
+                             f"<pre>{_e(outs['flinkdeployment'])}</pre>")
+            kafka = outs.get("kafka") or {}
+            for label, key in (("KafkaSource / KafkaSink builder", "datastream"), ("Flink SQL table options", "sql")):
+                if kafka.get(key):
+                    parts.append(f"<p><b>{label}</b>:</p><pre>{_e(kafka[key])}</pre>")
+            for a in outs.get("actions", []):
+                parts.append(f"<p><b>{_e(a['what'])}</b>: {_e(a['why'])}</p>")
+                if a["snippet"]:
+                    parts.append(f"<pre>{_e(a['snippet'])}</pre>")
+        return HTML(redact_text("\n".join(parts)))
+
+    def inputs(self):
+        """What was read: every file with its role, layout and size, and the configuration that applies."""
+        import pandas as pd
+
+        rows = [{"file": f.path, "kind": f.kind, "role": f.role, "host": f.host or "", "layout": f.layout or "",
+                 "lines": f.lines} for f in self.incident.inputs]
+        return pd.DataFrame(rows).style.hide(axis="index")
+
+    def config(self, keys: Sequence[str]):
+        """Current values of the given keys and where each came from."""
+        import pandas as pd
+
+        rows = []
+        for k in keys:
+            v = self.incident.config.lookup(k)
+            rows.append({"key": k, "value": v.value if v else "(not set: Flink default)",
+                         "source": str(v.source) if v else ""})
+        return pd.DataFrame(rows).style.hide(axis="index")
+
+
+def open_runbook(slug: str, incident_paths: str | Sequence[str] = (), *, flink_version: str = "",
+                 incident_cache: str = "", spark_master: str = "") -> RunbookRun:
+    """Ingest the incident (or load it from a triage cache) and run every detector over it."""
+    from .detectors import get_detector
+
+    get_detector(slug)  # fail early on a typo in the slug
+    if incident_cache:
+        from .store import load_incident
+
+        incident = load_incident(incident_cache)
+    else:
+        from .ingest import ingest
+        from .spark import get_spark
+
+        spark = get_spark(master=spark_master or None)
+        incident = ingest(resolve_paths(incident_paths), spark, flink_version=flink_version or None)
+    diagnosis = run_detectors(incident)
+    return RunbookRun(slug, incident, diagnosis, [f for f in diagnosis.findings if f.runbook == slug])
+
+
+def checkpoint_timeline(run: RunbookRun):
+    """A plot of every checkpoint attempt over time, coloured by outcome, with failovers marked."""
+    import matplotlib.pyplot as plt
+
+    from .checkpoints import THRESHOLD, checkpoint_history, history_frame
+
+    frame = history_frame(checkpoint_history(run.incident))
+    fig, ax = plt.subplots(figsize=(10, 3.2))
+    if frame.empty or frame["triggered"].isna().all():
+        ax.text(0.5, 0.5, "no checkpoint lifecycle lines in these logs", ha="center", va="center")
+        ax.set_axis_off()
+        plt.close(fig)
+        return fig
+    colors = {"completed": "#2e7d32", "expired": "#ef6c00", "declined": "#c62828", "failed": "#6a1b9a",
+              "in progress": "#9e9e9e"}
+    for outcome, group in frame.groupby("outcome"):
+        start = group["triggered"].fillna(group["finished"])
+        ax.scatter(start, group["checkpoint"], label=f"{outcome} ({len(group)})", color=colors.get(outcome, "#000"),
+                   s=28, zorder=3)
+    import pandas as pd
+
+    failovers = [pd.to_datetime(ev.ts) for ev, _ in run.incident.find(THRESHOLD) if ev.ts]
+    for i, t in enumerate(failovers):
+        ax.axvline(t, color="#c62828", linestyle="--", linewidth=1,
+                   label="tolerable-failure threshold exceeded" if i == 0 else None)
+    ax.set_xlabel("time (as logged)")
+    ax.set_ylabel("checkpoint id")
+    ax.set_title("Checkpoint attempts by outcome")
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    plt.close(fig)  # returned, so Jupyter shows it once
+    return fig
+
+
+def _note(text: str):
+    from IPython.display import HTML
+
+    return HTML(f"<p><i>{_e(text)}</i></p>")
+
+
+def _e(text) -> str:
+    return html.escape(redact_text(str(text)) or "")
