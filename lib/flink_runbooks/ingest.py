@@ -292,11 +292,12 @@ def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None,
     carry = keep | first_of_partition
     projected = df.select(
         is_header.alias("hdr"),
-        (value.contains("\u0000") | value.contains("\ufffd")).alias("bin"),
-        F.when(keep, F.substring(value, 1, MAX_LINE_CHARS)).alias("text"),
+        (value.contains("\u0000") | ~F.is_valid_utf8(value)).alias("bin"),
+        # Python decodes strictly: invalid bytes become U+FFFD before they leave the JVM.
+        F.when(keep, F.make_valid_utf8(F.substring(value, 1, MAX_LINE_CHARS))).alias("text"),
         F.when(carry, F.col("_metadata.file_path")).alias("file"),
         F.when(carry, F.col("_metadata.file_block_start")).alias("block"),
-        F.when(value.contains("flink-dist"), F.regexp_extract(value, _DIST_JAR_JAVA, 1)).alias("dist"),
+        F.when(value.contains("flink-dist"), F.make_valid_utf8(F.regexp_extract(value, _DIST_JAR_JAVA, 1))).alias("dist"),
     )
     return projected.mapInArrow(_assemble_partition, _RECORD_SCHEMA)
 
@@ -528,11 +529,17 @@ _BANNER = re.compile(r"Starting [\w ]+ \(Version: (?P<v>\d+\.\d+(?:\.\d+)?(?:-[\
 
 
 def detect_version(events: list[Event], files: dict[str, dict]) -> tuple[str | None, str | None]:
-    """Flink version from the start-up banner, else the flink-dist jar name, else coarse fingerprints."""
-    for ev in events:
-        m = _BANNER.search(ev.message)
-        if m:
-            return m.group("v"), f"start-up banner ({ev.file}:{ev.line})"
+    """Flink version from the start-up banner, else the flink-dist jar name, else coarse fingerprints.
+
+    Cluster processes outrank the client (a CLI of another version can submit to a cluster), and the latest banner
+    wins (a cluster restarted after an upgrade runs the new version).
+    """
+    priority = {"jobmanager": 0, "taskmanager": 1, "unknown": 2, "client": 3}
+    banners = [(priority.get(ev.role, 2), ev) for ev in events if _BANNER.search(ev.message)]
+    if banners:
+        best = min(p for p, _ in banners)
+        ev = [e for p, e in banners if p == best][-1]
+        return _BANNER.search(ev.message).group("v"), f"start-up banner ({ev.file}:{ev.line})"
     dist: collections.Counter = collections.Counter()
     for f in files.values():
         dist.update(f["dist"])

@@ -89,10 +89,10 @@ _WIDE = decimal.Context(prec=200)
 def _multiply(num_bytes: int, multiplier: float) -> int:
     """``MemorySize.multiply(double)``: exact BigDecimal product of bytes and ``Double.toString(multiplier)``, truncated."""
     if multiplier < 0:
-        raise MemoryConfigError("multiplier must be >= 0", "invalid-value")
+        raise MemoryConfigError("multiplier must be >= 0", "invalid-value", exception="IllegalArgumentException")
     product = _WIDE.multiply(decimal.Decimal(num_bytes), decimal.Decimal(_java_double_str(multiplier)))
     if product > LONG_MAX:
-        raise MemoryConfigError("long overflow", "overflow")
+        raise MemoryConfigError("long overflow", "overflow", exception="ArithmeticException")
     return int(product)
 
 
@@ -131,8 +131,10 @@ class MemoryConfigError(ValueError):
     """
 
     def __init__(self, flink_message: str, constraint: str, keys: Iterable[str] = (),
-                 values: Mapping[str, str] | None = None, cause: str | None = None):
+                 values: Mapping[str, str] | None = None, cause: str | None = None,
+                 exception: str = "IllegalConfigurationException"):
         self.flink_message = flink_message
+        self.exception = exception  # the Java exception class Flink throws
         self.constraint = constraint
         self.keys = tuple(keys)
         self.values = dict(values or {})
@@ -147,6 +149,8 @@ class MemoryConfigError(ValueError):
         super().__init__(text)
 
     def _prefixed(self, prefix: str) -> "MemoryConfigError":
+        if self.exception != "IllegalConfigurationException":
+            return self  # only IllegalConfigurationException gets wrapped with Flink's context prefix
         return MemoryConfigError(prefix + self.flink_message, self.constraint, self.keys, self.values, self.cause)
 
 
@@ -163,7 +167,7 @@ class _Option:
 
     def describe(self) -> str:
         """``ConfigOption.toString`` (used verbatim in the "need to be configured explicitly" message)."""
-        fallback = ", ".join(self.deprecated)
+        fallback = ", ".join(f"{{key={k}, isDeprecated=true}}" for k in self.deprecated)
         return f"Key: '{self.key}' , default: {self._default_text()} (fallback keys: [{fallback}])"
 
     def _default_text(self) -> str:
@@ -217,7 +221,7 @@ class _TmOptions:
 
 
 def _tm_options(version: tuple[int, ...]) -> _TmOptions:
-    legacy = version < (2, 0)  # 2.0 removed the pre-FLIP-49 keys
+    legacy = version < (2, 0)  # 2.0 dropped the legacy heap keys and numberOfBuffers, not the deprecated aliases
     return _TmOptions(
         process=_Option("taskmanager.memory.process.size", "size"),
         flink=_Option("taskmanager.memory.flink.size", "size"),
@@ -226,15 +230,15 @@ def _tm_options(version: tuple[int, ...]) -> _TmOptions:
         framework_off_heap=_Option("taskmanager.memory.framework.off-heap.size", "size", 128 * MIB),
         task_off_heap=_Option("taskmanager.memory.task.off-heap.size", "size", 0),
         managed_size=_Option("taskmanager.memory.managed.size", "size", None,
-                             ("taskmanager.memory.size",) if legacy else ()),
+                             ("taskmanager.memory.size",)),
         managed_fraction=_Option("taskmanager.memory.managed.fraction", "fraction", 0.4),
         network_min=_Option("taskmanager.memory.network.min", "size", 64 * MIB,
-                            ("taskmanager.network.memory.min",) if legacy else ()),
+                            ("taskmanager.network.memory.min",)),
         # FLINK-30469: unbounded since 1.17
         network_max=_Option("taskmanager.memory.network.max", "size", LONG_MAX if version >= (1, 17) else 1 << 30,
-                            ("taskmanager.network.memory.max",) if legacy else ()),
+                            ("taskmanager.network.memory.max",)),
         network_fraction=_Option("taskmanager.memory.network.fraction", "fraction", 0.1,
-                                 ("taskmanager.network.memory.fraction",) if legacy else ()),
+                                 ("taskmanager.network.memory.fraction",)),
         # FLINK-16406 raised the 1.10.0 default of 96m
         metaspace=_Option("taskmanager.memory.jvm-metaspace.size", "size",
                           96 * MIB if version[:3] < (1, 10, 1) else 256 * MIB),
@@ -248,9 +252,7 @@ def _tm_options(version: tuple[int, ...]) -> _TmOptions:
     )
 
 
-_REMOVED_IN_2 = ("taskmanager.heap.size", "taskmanager.heap.mb", "taskmanager.memory.size",
-                 "taskmanager.network.memory.min", "taskmanager.network.memory.max",
-                 "taskmanager.network.memory.fraction", "taskmanager.network.numberOfBuffers",
+_REMOVED_IN_2 = ("taskmanager.heap.size", "taskmanager.heap.mb", "taskmanager.network.numberOfBuffers",
                  "jobmanager.heap.size", "jobmanager.heap.mb")
 
 
@@ -312,7 +314,7 @@ class _Config:
         if num is None or num > LONG_MAX:
             raise MemoryConfigError(f"Cannot read memory size from config option '{opt.key}'.", "invalid-value",
                                     (opt.key,), {self.source_key(opt): text},
-                                    cause=f"Could not parse value '{text}' for key '{self.source_key(opt)}'.")
+                                    cause=f"Could not parse value '{text}' for key '{opt.key}'.")
         return num
 
     def fraction(self, opt: _Option) -> float:
@@ -323,8 +325,9 @@ class _Config:
             value = float(re.sub(r"[fFdD]$", "", text.strip()))
             return _to_float32(value) if abs(value) <= 3.4028234663852886e38 else value
         except ValueError:
-            raise MemoryConfigError(f"Could not parse value '{text}' for key '{self.source_key(opt)}'.",
-                                    "invalid-value", (opt.key,), {self.source_key(opt): text}) from None
+            raise MemoryConfigError(f"Could not parse value '{text}' for key '{opt.key}'.", "invalid-value",
+                                    (opt.key,), {self.source_key(opt): text},
+                                    exception="IllegalArgumentException") from None
 
     def integer(self, opt: _Option) -> int:
         text = self._lookup(opt)
@@ -335,8 +338,8 @@ class _Config:
         except ValueError:
             value = None
         if value is None or not -(1 << 31) <= value < (1 << 31):
-            raise MemoryConfigError(f"Could not parse value '{text}' for key '{self.source_key(opt)}'.",
-                                    "invalid-value", (opt.key,), {self.source_key(opt): text})
+            raise MemoryConfigError(f"Could not parse value '{text}' for key '{opt.key}'.", "invalid-value",
+                                    (opt.key,), {self.source_key(opt): text}, exception="IllegalArgumentException")
         return value
 
     def configured(self, *opts: _Option | None) -> dict[str, str]:
@@ -365,7 +368,7 @@ def _range_fraction(cfg: _Config, min_size: int, max_size: int, fraction_opt: _O
         else:
             constraint, cause = "fraction-out-of-range", "fraction must be in range [0, 1)"
         raise MemoryConfigError(
-            f"Inconsistently configured {fraction_opt.key} ({_java_double_str(fraction)}) and its min "
+            f"Inconsistently configured {fraction_opt.describe()} ({_java_double_str(fraction)}) and its min "
             f"({flink_human_size(min_size)}), max ({flink_human_size(max_size)}) value",
             constraint, [o.key for o in (fraction_opt, min_opt, max_opt) if o is not None],
             cfg.configured(fraction_opt, min_opt, max_opt), cause=cause)
@@ -564,7 +567,10 @@ def _tm_config(conf: Mapping[str, object], version, deployment: str, notes: list
     cfg, v = _open_config(conf, version, notes)
     o = _tm_options(v)
     target = o.flink if _legacy_target(deployment, "flink") == "flink" else o.process
-    cfg.sizes_override = _legacy_heap_override(cfg, target, o.legacy_heap, o.legacy_heap_mb)
+    try:
+        cfg.sizes_override = _legacy_heap_override(cfg, target, o.legacy_heap, o.legacy_heap_mb)
+    except MemoryConfigError as e:
+        raise e._prefixed("TaskManager failed to map legacy JVM heap option to the new one: ") from None
     return cfg, o
 
 
@@ -581,8 +587,6 @@ def derive_taskmanager_memory(conf: Mapping[str, object], version: tuple[int, ..
     try:
         return _TmDerivation(cfg, o).run()
     except MemoryConfigError as e:
-        if e.constraint == "invalid-value" and e.flink_message.startswith("Could not parse"):
-            raise  # Configuration.get's IllegalArgumentException escapes the IllegalConfigurationException wrapper
         raise e._prefixed("TaskManager memory configuration failed: ") from None
 
 
@@ -705,7 +709,8 @@ class _TmDerivation:
         page = cfg.size(o.segment_size)  # ConfigurationParserUtils.getPageSize
         if page > (1 << 31) - 1:
             raise MemoryConfigError(f"Cannot downcast long value {page} to integer.", "invalid-segment-size",
-                                    (o.segment_size.key,), cfg.configured(o.segment_size))
+                                    (o.segment_size.key,), cfg.configured(o.segment_size),
+                                    exception="IllegalArgumentException")
         for ok, why in ((page >= 4096, "Minimum memory segment size is 4096"),
                         (page & (page - 1) == 0, "Memory segment size must be a power of 2.")):
             if not ok:
@@ -841,7 +846,7 @@ class _TmDerivation:
                         f"Total Flink Memory size ({flink_human_size(total_flink)}). The derived Network Memory size "
                         f"will be used.")
         except MemoryConfigError as e:
-            if e.constraint == "invalid-value" and e.flink_message.startswith("Could not parse"):
+            if e.exception != "IllegalConfigurationException":
                 raise
             raise MemoryConfigError(
                 "If Total Flink, Task Heap and (or) Managed Memory sizes are explicitly configured then the Network "
@@ -945,7 +950,7 @@ def derive_jobmanager_memory(conf: Mapping[str, object], version: tuple[int, ...
     def from_total_flink(total: int) -> tuple[int, int]:
         off = cfg.size(off_heap)
         how["off_heap"] = _size_how(cfg, off_heap)
-        if total < off:
+        if total <= off:  # compareTo(...) < 1: the heap must not end up empty
             raise MemoryConfigError(
                 f"The configured Total Flink Memory ({h(total)}) is less than the configured Off-heap Memory "
                 f"({h(off)}).", "jm-flink-less-than-offheap", (flink.key, off_heap.key),
@@ -1040,7 +1045,7 @@ def derive_jobmanager_memory(conf: Mapping[str, object], version: tuple[int, ...
                 f"or Total Process Memory size ({process.describe()}) need to be configured explicitly.",
                 "no-size-configured", (process.key, flink.key, heap.key))
     except MemoryConfigError as e:
-        if e.constraint == "invalid-value" and e.flink_message.startswith("Could not parse"):
+        if v >= (2, 0):  # 2.0 dropped the legacy-heap wrapper that added the prefix
             raise
         raise e._prefixed("JobManager memory configuration failed: ") from None
     how["process"] = _size_how(cfg, process) if cfg.contains(process) else "flink + metaspace + overhead"

@@ -57,15 +57,17 @@ _YAML11_BOOLEANS = frozenset({"y", "n", "yes", "no", "on", "off"})
 def yaml_scalar(value: str) -> str:
     """``value`` as a YAML scalar that Flink's standard-YAML parser reads back as exactly ``value``."""
     # YAML 1.1 booleans are quoted although Flink's YAML 1.2 reads them as strings: other tools may not.
-    if value and value[0] not in "[{" and "\n" not in value and value.lower() not in _YAML11_BOOLEANS:
+    if value and value[0] not in "[{" and value.isprintable() and value.lower() not in _YAML11_BOOLEANS:
+        probe_text = f"k: {value}\n"
         try:
-            probe = yaml_layout(f"k: {value}\n", "probe")
+            probe = yaml_layout(probe_text, "probe")
         except ConfigError:
             probe = None
         if probe is not None and len(probe.entries) == 1:
             entry = probe.entries[0]
+            # plain (unquoted, untagged) and read back unchanged
             if entry.value == value and entry.value_start is not None and \
-                    f"k: {value}\n"[entry.value_start:entry.value_end] == value:
+                    probe_text[entry.value_start:entry.value_end] == value:
                 return value
     if "\n" in value or "\r" in value or not value.isprintable():
         return json.dumps(value, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
