@@ -30,6 +30,7 @@ LONG_MAX = (1 << 63) - 1
 MIB = 1 << 20
 DEFAULT_VERSION = (1, 20)
 DISTRO_PROCESS_SIZE = "1728m"  # what the distribution's flink-conf.yaml ships since 1.11
+USABLE_TASK_HEAP = 128 * MIB  # repairs try not to leave less task heap than this
 
 # constraint slug -> what it means (the slug is MemoryConfigError.constraint)
 CONSTRAINTS = {
@@ -115,6 +116,14 @@ def _size_value(num_bytes: int) -> str:
     return text if parse_memory_size(text) == num_bytes else f"{num_bytes}b"
 
 
+def _approx(num_bytes: int) -> str:
+    """``172.8m`` for derivation texts: exact units when they fit, else mebibytes with one decimal."""
+    if num_bytes >= LONG_MAX:
+        return "unbounded"
+    text = format_size(num_bytes)
+    return text if parse_memory_size(text) == num_bytes else f"{num_bytes / MIB:.1f}m"
+
+
 def _fraction_value(fraction: float) -> str:
     return f"{fraction:.4f}".rstrip("0").rstrip(".") or "0"
 
@@ -139,6 +148,7 @@ class MemoryConfigError(ValueError):
         self.keys = tuple(keys)
         self.values = dict(values or {})
         self.cause = cause
+        self.notes: list[str] = []  # what Flink logged before failing (e.g. the legacy heap mapping)
         text = flink_message
         if cause:
             text += f" Cause: {cause}"
@@ -380,11 +390,11 @@ def _cap_to_min_max(cfg: _Config, name: str, derived: int, rf: _RangeFraction) -
     if derived > rf.max:
         cfg.notes.append(f"The derived from fraction {name} ({flink_human_size(derived)}) is greater than its max "
                          f"value {flink_human_size(rf.max)}, max value will be used instead")
-        return rf.max, f" = {format_size(derived)} > max {format_size(rf.max)}, max used"
+        return rf.max, f" = {_approx(derived)} > max {_approx(rf.max)}, max used"
     if derived < rf.min:
         cfg.notes.append(f"The derived from fraction {name} ({flink_human_size(derived)}) is less than its min "
                          f"value {flink_human_size(rf.min)}, min value will be used instead")
-        return rf.min, f" = {format_size(derived)} < min {format_size(rf.min)}, min used"
+        return rf.min, f" = {_approx(derived)} < min {_approx(rf.min)}, min used"
     return derived, ""
 
 
@@ -583,11 +593,15 @@ def derive_taskmanager_memory(conf: Mapping[str, object], version: tuple[int, ..
     Raises :class:`MemoryConfigError` exactly where Flink refuses to start the TaskManager.
     """
     notes: list[str] = []
-    cfg, o = _tm_config(conf, version, deployment, notes)
     try:
-        return _TmDerivation(cfg, o).run()
+        cfg, o = _tm_config(conf, version, deployment, notes)
+        try:
+            return _TmDerivation(cfg, o).run()
+        except MemoryConfigError as e:
+            raise e._prefixed("TaskManager memory configuration failed: ") from None
     except MemoryConfigError as e:
-        raise e._prefixed("TaskManager memory configuration failed: ") from None
+        e.notes = notes
+        raise
 
 
 class _TmDerivation:
@@ -932,9 +946,6 @@ def derive_jobmanager_memory(conf: Mapping[str, object], version: tuple[int, ...
     ov_max = _Option("jobmanager.memory.jvm-overhead.max", "size", 1 << 30)
     ov_fraction = _Option("jobmanager.memory.jvm-overhead.fraction", "fraction", 0.1)
     target = heap if _legacy_target(deployment, "heap") == "heap" else process
-    cfg.sizes_override = _legacy_heap_override(
-        cfg, target, _Option("jobmanager.heap.size", "size") if legacy else None,
-        _Option("jobmanager.heap.mb", "int") if legacy else None)
     how: dict[str, str] = {}
     h = flink_human_size
 
@@ -989,6 +1000,9 @@ def derive_jobmanager_memory(conf: Mapping[str, object], version: tuple[int, ...
         return meta, overhead
 
     try:
+        cfg.sizes_override = _legacy_heap_override(
+            cfg, target, _Option("jobmanager.heap.size", "size") if legacy else None,
+            _Option("jobmanager.heap.mb", "int") if legacy else None)
         if cfg.contains(heap):
             heap_size = cfg.size(heap)
             off = cfg.size(off_heap)
@@ -1045,9 +1059,9 @@ def derive_jobmanager_memory(conf: Mapping[str, object], version: tuple[int, ...
                 f"or Total Process Memory size ({process.describe()}) need to be configured explicitly.",
                 "no-size-configured", (process.key, flink.key, heap.key))
     except MemoryConfigError as e:
-        if v >= (2, 0):  # 2.0 dropped the legacy-heap wrapper that added the prefix
-            raise
-        raise e._prefixed("JobManager memory configuration failed: ") from None
+        wrapped = e if v >= (2, 0) else e._prefixed("JobManager memory configuration failed: ")
+        wrapped.notes = notes  # 2.0 dropped the legacy-heap wrapper that added the prefix
+        raise wrapped from None
     how["process"] = _size_how(cfg, process) if cfg.contains(process) else "flink + metaspace + overhead"
     return JobManagerMemory(process=heap_size + off + meta + overhead, flink=heap_size + off, heap=heap_size,
                             off_heap=off, metaspace=meta, overhead=overhead, notes=notes, derivation=how)
@@ -1313,15 +1327,27 @@ def _repair_steps(conf, version, deployment, error: MemoryConfigError) -> list[C
         return {}
 
     def scale_managed(c):
-        """Shrink the managed fraction to what is left once everything else is placed (2 decimals, rounded down)."""
+        """Shrink the managed fraction (2 decimals) to what is left once everything else is placed, preferring
+        a fraction that still leaves a usable task heap (Flink itself accepts a task heap of 0 bytes)."""
         cfg = cfg_of(c)
         if cfg.contains(o.managed_size) or not has_total(cfg):
             return {}
-        for tenth in range(int(cfg.fraction(o.managed_fraction) * 100) - 1, -1, -1):
-            trial = _apply(c, {o.managed_fraction.key: _fraction_value(tenth / 100)})
-            if _attempt(trial, version, deployment) is None:
-                return {o.managed_fraction.key: _fraction_value(tenth / 100)}
-        return {o.managed_fraction.key: "0"}
+        try:
+            start = int(cfg.fraction(o.managed_fraction) * 100)
+        except MemoryConfigError:
+            start = 40
+        valid = []
+        for hundredth in range(min(start, 99), -1, -1):
+            value = _fraction_value(hundredth / 100)
+            try:
+                mem = derive_taskmanager_memory(_apply(c, {o.managed_fraction.key: value}), version,
+                                                deployment=deployment)
+            except MemoryConfigError:
+                continue
+            if mem.task_heap >= USABLE_TASK_HEAP:
+                return {o.managed_fraction.key: value}
+            valid.append(value)
+        return {o.managed_fraction.key: valid[0] if valid else "0"}
 
     def shrink_managed_size(c):
         cfg = cfg_of(c)
@@ -1353,13 +1379,17 @@ def _repair_steps(conf, version, deployment, error: MemoryConfigError) -> list[C
                 return {key: f"{mib}m"}
         return {}
 
+    # a min raised above its max was meant: keep the min (the usual pre-1.17 "network.min > 1g" case)
+    keep_network_min = error.constraint == "network-min-gt-max"
+    keep_overhead_min = error.constraint == "overhead-min-gt-max"
     return [
         unparseable_total, remove_invalid, set_total, both_totals,
         max_to_min(o.network_min, o.network_max), max_to_min(o.overhead_min, o.overhead_max),
         remove(o.task_heap, has_total),
         to_default(o.managed_fraction), to_default(o.network_fraction), to_default(o.overhead_fraction),
-        to_default(o.network_min), to_default(o.framework_heap), to_default(o.framework_off_heap),
-        to_default(o.overhead_min), to_default(o.metaspace),
+        *(() if keep_network_min else (to_default(o.network_min),)),
+        to_default(o.framework_heap), to_default(o.framework_off_heap),
+        *(() if keep_overhead_min else (to_default(o.overhead_min),)), to_default(o.metaspace),
         remove(o.num_buffers, lambda cfg: cfg.contains(o.task_heap)),
         shrink_managed_size, scale_managed,
         remove(o.task_off_heap, has_total),
@@ -1431,6 +1461,18 @@ def _grow_target(old: int, factor_or_bytes) -> int:
     return old + amount
 
 
+GROW_SLACK = 64 << 10  # a grown pool may fall short of the exact target by this much, see _whole_mebibytes
+
+
+def _whole_mebibytes(num_bytes: int) -> int:
+    """``384m`` rather than ``402653186b``: Flink's float fractions leave a few stray bytes (128m of network is
+    134217730 bytes), so round to the nearest mebibyte when that is within GROW_SLACK, else up."""
+    if num_bytes < MIB:
+        return num_bytes
+    nearest = round(num_bytes / MIB) * MIB
+    return nearest if abs(nearest - num_bytes) <= GROW_SLACK else -(-num_bytes // MIB) * MIB
+
+
 def grow_pool(conf: Mapping[str, object], version: tuple[int, ...] | None = None, pool: str = "task_heap",
               factor_or_bytes: float | int | str = 1.5, *, deployment: str = "standalone",
               protect_other_pools: bool = True) -> Changes:
@@ -1457,7 +1499,7 @@ def grow_pool(conf: Mapping[str, object], version: tuple[int, ...] | None = None
     base = _apply(conf, pre)
     before = derive_taskmanager_memory(base, version, deployment=deployment)
     old = getattr(before, canonical)
-    target = _grow_target(old, factor_or_bytes)
+    target = _whole_mebibytes(_grow_target(old, factor_or_bytes))
     delta = target - old
 
     cfg, o = _tm_config(base, version, deployment, [])

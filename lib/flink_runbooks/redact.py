@@ -37,11 +37,14 @@ SENSITIVE_KEY_FRAGMENTS = (
     "http-headers",
 )
 
-_KEY_CHARS = r"[A-Za-z0-9_.\-]+"
-# key=value, key = value, key: value (the value runs to the end of the line, a comma/semicolon list separator, or
-# a closing quote/brace), as found in log lines, Kafka config dumps and -D dynamic properties.
+_KEY_CHARS = r"[A-Za-z0-9_.\-]"
+_FRAGMENTS = "|".join(re.escape(f) for f in sorted(SENSITIVE_KEY_FRAGMENTS, key=len, reverse=True))
+# A sensitive key followed by its value: key=value, key = value, key: value and Flink's "key, value" log form.
+# The value runs to whitespace, a list separator or a closing quote/brace; quoted values are taken whole, and a
+# JAAS config (which contains spaces) runs to its terminating semicolon.
 _PAIR = re.compile(
-    rf"(?P<key>{_KEY_CHARS})(?P<sep>\s*[=:]\s*|,\s+)(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;}}\]]+(?:\s(?![\w.\-]+\s*[=:])[^\s,;}}\]=:]+)*)"
+    rf"(?P<key>{_KEY_CHARS}*(?i:{_FRAGMENTS}){_KEY_CHARS}*)(?P<sep>\s*[=:]\s*|,\s+)"
+    rf"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;}}\]]+(?:\s+required\b[^;]*;?)?)"
 )
 _JAAS_OPTION = re.compile(r"(?P<key>password|username|secret|token)\s*=\s*(?P<value>\"[^\"]*\"|'[^']*'|[^\s;]+)", re.I)
 _AWS_ACCESS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")
@@ -65,10 +68,8 @@ def redact_text(text: str | None) -> str | None:
         return text
 
     def pair(m: re.Match[str]) -> str:
-        if not is_sensitive_key(m.group("key")):
+        if m.group("value") == REDACTED:
             return m.group(0)
-        if m.group("key").lower().endswith("jaas.config"):
-            return f"{m.group('key')}{m.group('sep')}{REDACTED}"
         return f"{m.group('key')}{m.group('sep')}{REDACTED}"
 
     def jaas_line(line: str) -> str:

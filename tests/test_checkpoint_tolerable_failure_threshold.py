@@ -1,0 +1,104 @@
+"""Detector checkpoint-tolerable-failure-threshold: each root cause told apart, patches from current values."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import example, incident_from_text
+from flink_runbooks.detectors import get_detector
+from flink_runbooks.diagnose import run_detectors
+from flink_runbooks.ingest import ingest
+
+SLUG = "checkpoint-tolerable-failure-threshold"
+JOB = "0123456789abcdef0123456789abcdef"
+
+
+def _log(failure_lines: str, exceeded_reason: str | None = "Asynchronous task checkpoint failed.") -> str:
+    suffix = (f" The latest checkpoint failed due to {exceeded_reason}, view the Checkpoint History tab or the Job "
+              f"Manager log to find out why continuous checkpoints failed.") if exceeded_reason else ""
+    return f"""\
+2024-03-01 10:00:00,000 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Triggering checkpoint 1 (type=CheckpointType{{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}}) @ 1 for job {JOB}.
+2024-03-01 10:00:01,000 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Completed checkpoint 1 for job {JOB} (1000 bytes, checkpointDuration=900 ms, finalizationTime=3 ms).
+2024-03-01 10:01:00,000 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Triggering checkpoint 2 (type=CheckpointType{{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}}) @ 2 for job {JOB}.
+{failure_lines}
+2024-03-01 10:11:00,100 INFO  org.apache.flink.runtime.jobmaster.JobMaster                 [] - Trying to recover from a global failure.
+org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.{suffix}
+\tat org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter(CheckpointFailureManager.java:212) ~[flink-dist-1.18.1.jar:1.18.1]
+"""
+
+
+EXPIRED = f"""2024-03-01 10:11:00,000 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Checkpoint 2 of job {JOB} expired before completing.
+2024-03-01 10:11:00,010 WARN  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to trigger or complete checkpoint 2 for job {JOB}. (0 consecutive failed attempts so far)
+org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired before completing."""
+FINALIZE = f"""2024-03-01 10:11:00,010 WARN  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to trigger or complete checkpoint 2 for job {JOB}. (0 consecutive failed attempts so far)
+org.apache.flink.runtime.checkpoint.CheckpointException: Failure to finalize checkpoint.
+Caused by: java.io.IOException: Target file file:/opt/flink/pm/checkpoint/{JOB}/chk-2/_metadata already exists."""
+HDFS_IO = f"""2024-03-01 10:11:00,000 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 2 by task abc of job {JOB} at tm-1.
+org.apache.flink.util.SerializedThrowable: org.apache.flink.runtime.checkpoint.CheckpointException: Asynchronous task checkpoint failed.
+Caused by: org.apache.flink.util.SerializedThrowable: java.io.IOException: Could not flush and close the file system output stream to hdfs://nn/flink/ckpt/chk-2/x in order to obtain the stream state handle
+Caused by: org.apache.flink.util.SerializedThrowable: java.net.SocketTimeoutException: 60000 millis timeout while waiting for channel to be ready for read"""
+DECLINED = f"""2024-03-01 10:11:00,000 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 2 by task abc of job {JOB} at tm-1.
+org.apache.flink.util.SerializedThrowable: org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint was declined.
+Caused by: org.apache.flink.util.SerializedThrowable: java.lang.IllegalStateException: lookup cache not ready"""
+PERMISSION = f"""2024-03-01 10:11:00,000 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Decline checkpoint 2 by task abc of job {JOB} at tm-1.
+org.apache.flink.util.SerializedThrowable: org.apache.flink.runtime.checkpoint.CheckpointException: Asynchronous task checkpoint failed.
+Caused by: org.apache.flink.util.SerializedThrowable: java.nio.file.AccessDeniedException: /mnt/ckpt/{JOB}/chk-2"""
+
+
+@pytest.mark.parametrize("failure,reason,cause", [
+    (EXPIRED, "Checkpoint expired before completing.", "checkpoint-expired"),
+    (FINALIZE, "Failure to finalize checkpoint.", "finalize-failure"),
+    (HDFS_IO, None, "storage-io-error"),
+    (DECLINED, "Checkpoint was declined.", "declined"),
+    (PERMISSION, "Asynchronous task checkpoint failed.", "storage-unwritable"),
+])
+def test_each_reason_is_told_apart_by_its_evidence(failure, reason, cause):
+    inc = incident_from_text(_log(failure, reason), {"execution.checkpointing.interval": "1 min"})
+    [finding] = get_detector(SLUG).detect(inc)
+    assert finding.root_cause.slug == cause
+    assert finding.details["failed_streak"] == [2]
+    notes = [e.note for e in finding.evidence]
+    assert any("checkpoint 2 failed" in n for n in notes)
+    assert any("last completed checkpoint before the failure: 1" in n for n in notes)
+
+
+def test_expired_checkpoints_get_a_longer_timeout_from_the_current_one():
+    inc = incident_from_text(_log(EXPIRED), {"execution.checkpointing.timeout": "5 min",
+                                             "execution.checkpointing.interval": "1 min"})
+    [finding] = get_detector(SLUG).detect(inc)
+    patches = {p.key: p for p in finding.patches if p.target == "flink"}
+    assert patches["execution.checkpointing.timeout"].current == "5 min"
+    assert patches["execution.checkpointing.timeout"].proposed == "10 min"
+    assert patches["execution.checkpointing.min-pause"].proposed == "15 s"
+
+
+def test_tolerance_already_above_the_default_is_raised_further():
+    inc = incident_from_text(_log(DECLINED), {"execution.checkpointing.tolerable-failed-checkpoints": "5"})
+    [finding] = get_detector(SLUG).detect(inc)
+    tol = next(p for p in finding.patches if p.key.endswith("tolerable-failed-checkpoints"))
+    assert (tol.current, tol.proposed) == ("5", "7")
+
+
+def test_threshold_without_its_failures_is_reported_with_lower_confidence():
+    inc = incident_from_text("org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.\n"
+                             "    at org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter")
+    [finding] = get_detector(SLUG).detect(inc)
+    assert finding.root_cause.slug == "unknown-reason" and finding.confidence < 0.8
+
+
+def test_failed_checkpoints_without_the_threshold_are_not_this_runbook():
+    text = _log(DECLINED).split("2024-03-01 10:11:00,100")[0]
+    assert get_detector(SLUG).detect(incident_from_text(text)) == []
+
+
+def test_genuine_incident_storage_permission(spark):
+    inc = ingest([str(example(SLUG, "storage-permission-denied"))], spark)
+    diagnosis = run_detectors(inc)
+    primary = diagnosis.primary
+    assert primary.runbook == SLUG and primary.root_cause.slug == "storage-unwritable"
+    assert "Mkdirs failed" in primary.summary
+    assert any(p.target == "ops" for p in primary.patches)
+
+
+def test_genuine_healthy_incident(spark):
+    inc = ingest([str(example(SLUG, "healthy"))], spark)
+    assert get_detector(SLUG).detect(inc) == []

@@ -1,0 +1,91 @@
+"""The CLI contract automation relies on: JSON schema, exit codes, one-line errors."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, example
+from flink_runbooks import cli
+
+SLUG = "checkpoint-tolerable-failure-threshold"
+
+
+def run_cli(capsys, *args):
+    code = cli.main(list(args))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_json_contract_for_an_incident_with_a_finding(spark, capsys):
+    code, out, _ = run_cli(capsys, "diagnose", str(example(SLUG, "storage-permission-denied")), "--format", "json")
+    assert code == 1
+    doc = json.loads(out)
+    assert set(doc) >= {"flink_version", "inputs", "findings", "warnings"}
+    assert doc["flink_version"] == "1.20.3"
+    primary = [f for f in doc["findings"] if f["primary"]]
+    assert len(primary) == 1 and primary[0] is doc["findings"][0]
+    f = primary[0]
+    assert set(f) >= {"runbook", "title", "root_cause", "summary", "confidence", "primary", "evidence", "patches"}
+    assert f["runbook"] == SLUG and f["root_cause"]["slug"] == "storage-unwritable"
+    ev = f["evidence"][0]
+    assert set(ev) >= {"file", "line", "ts", "text"}
+    assert ev["file"].endswith("flink-flink-standalonesession-0-vm.log") and ev["line"] == 412
+    patch = next(p for p in f["patches"] if p["key"] == "execution.checkpointing.tolerable-failed-checkpoints")
+    assert patch["proposed"] == "3" and patch["current"] is None
+
+
+def test_healthy_incident_exits_zero_with_no_findings(spark, capsys):
+    code, out, _ = run_cli(capsys, "diagnose", str(example(SLUG, "healthy")), "--format", "json")
+    assert code == 0
+    assert json.loads(out)["findings"] == []
+
+
+def test_text_output_leads_with_the_primary_finding_and_its_diff(spark, capsys):
+    code, out, _ = run_cli(capsys, "diagnose", str(example(SLUG, "storage-permission-denied")))
+    assert code == 1
+    first = next(line for line in out.splitlines() if line.startswith("["))
+    assert first.startswith(f"[PRIMARY] {SLUG}")
+    assert "+execution.checkpointing.tolerable-failed-checkpoints: 3" in out
+    assert "flink-flink-standalonesession-0-vm.log:412" in out
+
+
+def test_runbook_selection(spark, capsys):
+    code, out, _ = run_cli(capsys, "diagnose", str(example(SLUG, "storage-permission-denied")),
+                           "--runbooks", SLUG, "--format", "json")
+    assert code == 1 and {f["runbook"] for f in json.loads(out)["findings"]} == {SLUG}
+
+
+def _subprocess(*args):
+    env = dict(os.environ)
+    return subprocess.run([sys.executable, "-m", "flink_runbooks", *args], capture_output=True, text=True,
+                          cwd=ROOT, env=env, timeout=300)
+
+
+def test_missing_path_exits_two_with_one_line_on_stderr(tmp_path):
+    proc = _subprocess("diagnose", str(tmp_path / "missing"))
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [f"flink-runbooks: no such file or directory: {tmp_path / 'missing'}"]
+
+
+@pytest.mark.parametrize("args", [(), ("diagnose",), ("diagnose", ".", "--format", "yaml"), ("explode",)])
+def test_usage_errors_exit_two(args):
+    proc = _subprocess(*args)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_unknown_runbook_exits_two(tmp_path):
+    (tmp_path / "jobmanager.log").write_text("x\n")
+    proc = _subprocess("diagnose", str(tmp_path), "--runbooks", "no-such-runbook")
+    assert proc.returncode == 2 and "unknown runbook" in proc.stderr
+
+
+def test_empty_directory_exits_two(spark, capsys, tmp_path):
+    (tmp_path / "empty").mkdir()
+    code, out, err = run_cli(capsys, "diagnose", str(tmp_path / "empty"))
+    assert code == 2 and out == "" and "nothing to read" in err

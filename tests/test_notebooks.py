@@ -1,0 +1,87 @@
+"""Runbook notebooks: their shape (fast) and their execution under papermill (marked `notebook`)."""
+from __future__ import annotations
+
+import json
+import pathlib
+import re
+
+import nbformat
+import pytest
+
+from conftest import DATA, ROOT
+from flink_runbooks.detectors import slugs
+
+RUNBOOKS = ROOT / "runbooks"
+NOTEBOOKS = sorted(RUNBOOKS.glob("*.ipynb"))
+SECTIONS = ("## Meaning", "## Impact", "## Diagnosis", "## Mitigation", "## References")
+
+
+def test_every_detector_has_a_notebook_and_examples_and_vice_versa():
+    assert sorted(p.stem for p in NOTEBOOKS) == slugs()
+    for slug in slugs():
+        assert list((DATA / slug).glob("*/expected.json")), f"{slug} has no example incident"
+        assert (ROOT / "tests" / f"test_{slug.replace('-', '_')}.py").exists(), f"{slug} has no tests"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_shape(path):
+    nb = nbformat.read(path, as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not any(c.outputs or c.execution_count for c in code), "commit notebooks without outputs"
+    params = [c for c in code if "parameters" in c.metadata.get("tags", [])]
+    assert len(params) == 1, "exactly one cell tagged parameters"
+    for line in params[0].source.splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            assert "#" in line, f"parameter without help text: {line}"
+    markdown = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    for section in SECTIONS:
+        assert section in markdown, f"missing section {section}"
+    assert not any(re.search(r"^\s*(def|class) ", c.source, re.M) for c in code), "notebooks call lib/, they define nothing"
+    assert f'open_runbook("{path.stem}"' in "\n".join(c.source for c in code)
+    default = re.search(r'incident_paths = \["([^"]+)"\]', params[0].source).group(1)
+    assert (ROOT / default).exists(), f"default incident {default} does not exist"
+
+
+def _outputs(nb) -> str:
+    parts = []
+    for c in nb.cells:
+        for o in c.get("outputs", []):
+            if o.get("output_type") == "error":
+                parts.append(f"ERROR {o.get('ename')}: {o.get('evalue')}")
+            for kind, data in (o.get("data") or {}).items():
+                parts.append(f"[{kind}]" + (data if isinstance(data, str) and not kind.startswith("image/") else ""))
+            parts.append(o.get("text", ""))
+    return "\n".join(parts)
+
+
+def _execute(path: pathlib.Path, out: pathlib.Path, **parameters):
+    import papermill
+
+    papermill.execute_notebook(str(path), str(out), parameters=parameters, cwd=str(ROOT), kernel_name="flink-runbooks",
+                               execution_timeout=600, progress_bar=False)
+    return nbformat.read(out, as_version=4)
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_executes_against_its_example_incident(path, tmp_path):
+    nb = _execute(path, tmp_path / path.name)
+    text = _outputs(nb)
+    assert "ERROR" not in text
+    default = re.search(r'incident_paths = \["([^"]+)"\]', nb.cells[1].source).group(1)
+    expected = json.loads((ROOT / default / "expected.json").read_text())
+    assert "Primary finding" in text or "Finding:" in text
+    if expected.get("root_cause"):
+        assert f"<code>{expected['root_cause']}</code>" in text
+    assert "[image/png]" in text, "the runbook shows a plot"
+    assert "patch-diff" in text or "<pre>" in text, "the runbook shows its patch"
+
+
+@pytest.mark.notebook
+def test_notebook_parameters_point_it_at_another_incident(tmp_path):
+    path = RUNBOOKS / "checkpoint-tolerable-failure-threshold.ipynb"
+    nb = _execute(path, tmp_path / "healthy.ipynb",
+                  incident_paths=["data/checkpoint-tolerable-failure-threshold/healthy"])
+    text = _outputs(nb)
+    assert "does not apply to this incident" in text
+    assert "Nothing to change." in text
