@@ -35,16 +35,20 @@ USABLE_TASK_HEAP = 128 * MIB  # repairs try not to leave less task heap than thi
 # constraint slug -> what it means (the slug is MemoryConfigError.constraint)
 CONSTRAINTS = {
     "no-size-configured": "none of process.size, flink.size or task.heap.size+managed.size is set",
-    "fractions-exceed-total": "fraction-derived managed/network memory plus fixed sizes do not fit into total Flink memory",
-    "fixed-exceeds-flink-memory": "explicitly sized components alone do not fit into total Flink memory",
+    "fractions-exceed-total": "fraction-derived managed/network memory plus fixed sizes do not fit into total "
+                              "Flink memory",
+    "fixed-exceeds-flink-memory": "explicitly sized components alone do not fit into total Flink memory "
+                                  "(or, with task heap and managed sized, into process - metaspace)",
     "network-out-of-range": "network memory left over after explicit sizes is outside [network.min, network.max]",
-    "network-buffers-mismatch": "network memory left over differs from the legacy taskmanager.network.numberOfBuffers size",
+    "network-buffers-mismatch": "network memory left over differs from the legacy "
+                                "taskmanager.network.numberOfBuffers size",
     "network-min-gt-max": "taskmanager.memory.network.min > taskmanager.memory.network.max",
     "overhead-min-gt-max": "jvm-overhead.min > jvm-overhead.max",
     "fraction-out-of-range": "a memory fraction is not in [0, 1)",
     "metaspace-overhead-exceed-process": "JVM metaspace + JVM overhead exceed total process memory",
-    "process-less-than-flink-plus-metaspace": "process.size < flink size + metaspace (both sizes set, or fine-grained sizes too big)",
-    "overhead-out-of-range": "process - flink - metaspace, the JVM overhead, is outside [jvm-overhead.min, jvm-overhead.max]",
+    "process-less-than-flink-plus-metaspace": "process.size < flink.size + metaspace (both totals set)",
+    "overhead-out-of-range": "process - flink - metaspace, the JVM overhead, is outside "
+                             "[jvm-overhead.min, jvm-overhead.max]",
     "flink-size-mismatch": "components do not add up to the configured total Flink memory",
     "process-size-mismatch": "components do not add up to the configured total process memory",
     "invalid-value": "a value cannot be parsed",
@@ -88,7 +92,7 @@ _WIDE = decimal.Context(prec=200)
 
 
 def _multiply(num_bytes: int, multiplier: float) -> int:
-    """``MemorySize.multiply(double)``: exact BigDecimal product of bytes and ``Double.toString(multiplier)``, truncated."""
+    """``MemorySize.multiply(double)``: the exact product of bytes and ``Double.toString(multiplier)``, truncated."""
     if multiplier < 0:
         raise MemoryConfigError("multiplier must be >= 0", "invalid-value", exception="IllegalArgumentException")
     product = _WIDE.multiply(decimal.Decimal(num_bytes), decimal.Decimal(_java_double_str(multiplier)))
@@ -125,7 +129,7 @@ def _approx(num_bytes: int) -> str:
 
 
 def _fraction_value(fraction: float) -> str:
-    return f"{fraction:.4f}".rstrip("0").rstrip(".") or "0"
+    return f"{fraction:.3f}".rstrip("0").rstrip(".") or "0"
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -278,9 +282,9 @@ def _clean(value) -> str | None:
 class _Config:
     """``org.apache.flink.configuration.Configuration`` over a flat map: contains/get with deprecated keys."""
 
-    def __init__(self, conf: Mapping[str, object], notes: list[str], overrides: Mapping[str, int] | None = None):
+    def __init__(self, conf: Mapping[str, object], notes: list[str]):
         self.raw = {str(k).strip(): _clean(v) for k, v in conf.items() if v is not None}
-        self.sizes_override = dict(overrides or {})  # set programmatically (legacy heap mapping), in bytes
+        self.sizes_override: dict[str, int] = {}  # the legacy heap mapped onto a new option, in bytes
         self.notes = notes
         self._warned: set[str] = set()
 
@@ -333,7 +337,8 @@ class _Config:
             return _to_float32(opt.default)
         try:
             value = float(re.sub(r"[fFdD]$", "", text.strip()))
-            return _to_float32(value) if abs(value) <= 3.4028234663852886e38 else value
+            # Float.parseFloat: beyond the float range is +-Infinity
+            return _to_float32(value) if abs(value) <= 3.4028234663852886e38 else math.copysign(math.inf, value)
         except ValueError:
             raise MemoryConfigError(f"Could not parse value '{text}' for key '{opt.key}'.", "invalid-value",
                                     (opt.key,), {self.source_key(opt): text},
@@ -369,7 +374,7 @@ class _RangeFraction:
 
 def _range_fraction(cfg: _Config, min_size: int, max_size: int, fraction_opt: _Option,
                     min_opt: _Option | None = None, max_opt: _Option | None = None) -> _RangeFraction:
-    """``ProcessMemoryUtils.getRangeFraction``: the ``RangeFraction`` constructor's checks, rethrown as config errors."""
+    """``ProcessMemoryUtils.getRangeFraction``: the ``RangeFraction`` checks, rethrown as config errors."""
     fraction = cfg.fraction(fraction_opt)
     if min_size > max_size or not 0 <= fraction < 1:
         if min_size > max_size:
@@ -615,7 +620,8 @@ class _TmDerivation:
 
     def run(self) -> TaskManagerMemory:
         cfg, o = self.cfg, self.o
-        if cfg.contains(o.task_heap) and cfg.contains(o.managed_size):
+        self.fine_grained = cfg.contains(o.task_heap) and cfg.contains(o.managed_size)
+        if self.fine_grained:
             flink = self.from_required_fine_grained()
             metaspace, overhead = self.jvm_from_total_flink(flink.total)
             self.how["flink"] = "sum of the components (task heap and managed memory set explicitly)"
@@ -676,7 +682,9 @@ class _TmDerivation:
                     f"The configured Total Process Memory size ({flink_human_size(process)}) is less than the sum "
                     f"of the derived Total Flink Memory size ({flink_human_size(total_flink)}) and the configured "
                     f"or default JVM Metaspace size  ({flink_human_size(metaspace)}).",
-                    "process-less-than-flink-plus-metaspace", (o.process.key, o.flink.key, o.metaspace.key),
+                    # with task heap and managed sized explicitly the flink size is their sum: they are too big
+                    "fixed-exceeds-flink-memory" if self.fine_grained else "process-less-than-flink-plus-metaspace",
+                    (o.process.key, o.flink.key, o.task_heap.key, o.managed_size.key, o.metaspace.key),
                     cfg.configured(o.process, o.flink, o.task_heap, o.managed_size, o.metaspace))
             overhead = process - flink_and_metaspace
             rf = self.overhead_range()
@@ -1122,7 +1130,8 @@ def _parse_block(lines: list[str]) -> TaskManagerMemory | None:
         elif label == "Total JVM Direct Memory":
             section = "direct"
         if label in ("Framework", "Task"):
-            found[("framework" if label == "Framework" else "task") + ("_heap" if section == "heap" else "_off_heap")] = value
+            pool = "framework" if label == "Framework" else "task"
+            found[pool + ("_heap" if section == "heap" else "_off_heap")] = value
         else:
             found[_TM_BLOCK_LABELS[label]] = value
         if label == "JVM Overhead":
@@ -1151,7 +1160,8 @@ def parse_logged_breakdown(lines: Iterable[str] | str) -> TaskManagerMemory | No
     for line in reversed(lines):
         if "TaskExecutorProcessSpec {" in line:
             pools = {}
-            for name, value in re.findall(r"(\w+)=([^,}]*(?:\([^)]*\))?)", line.split("TaskExecutorProcessSpec {", 1)[1]):
+            spec = line.split("TaskExecutorProcessSpec {", 1)[1]
+            for name, value in re.findall(r"(\w+)=([^,}]*(?:\([^)]*\))?)", spec):
                 if name in _SPEC_FIELDS and _value_bytes(value) is not None:
                     pools[_SPEC_FIELDS[name]] = _value_bytes(value)
             mem = _from_pools(pools, "TaskExecutorProcessSpec")
@@ -1194,7 +1204,7 @@ def parse_logged_jobmanager_breakdown(lines: Iterable[str] | str) -> JobManagerM
 # ---------------------------------------------------------------------------------------------------------------
 # repairs
 
-Changes = dict[str, "str | None"]
+Changes = dict[str, str | None]
 
 
 def _apply(conf: Mapping[str, object], changes: Mapping[str, str | None]) -> dict[str, object]:
@@ -1237,9 +1247,21 @@ def _repair_steps(conf, version, deployment, error: MemoryConfigError) -> list[C
     """Candidate changes, mildest first; each is computed against the configuration as repaired so far."""
     o = _tm_options(_version(version))
 
+    legacy_heap_keys = [opt.key for opt in (o.legacy_heap, o.legacy_heap_mb) if opt is not None]
+
     def cfg_of(c) -> _Config:
-        cfg, _ = _tm_config(c, version, deployment, [])
+        try:
+            cfg, _ = _tm_config(c, version, deployment, [])
+        except MemoryConfigError:  # an unusable legacy heap value: the first step removes it
+            cfg = _Config(c, [])
         return cfg
+
+    def unusable_legacy_heap(c):
+        try:
+            _tm_config(c, version, deployment, [])
+        except MemoryConfigError:
+            return {k: None for k in legacy_heap_keys if k in c}
+        return {}
 
     def remove(opt: _Option | None, only_if: Callable[[_Config], bool] = lambda cfg: True):
         def step(c):
@@ -1320,10 +1342,11 @@ def _repair_steps(conf, version, deployment, error: MemoryConfigError) -> list[C
         return {}
 
     def both_totals(c):
-        """process.size and flink.size disagree: the process size (the container) wins."""
+        """process.size and flink.size (or the legacy heap standing in for it) disagree: the process size,
+        the container, wins."""
         cfg = cfg_of(c)
-        if cfg.contains(o.process) and o.flink.key in c:
-            return {o.flink.key: None}
+        if cfg.contains(o.process) and cfg.contains(o.flink):
+            return {k: None for k in (o.flink.key, *legacy_heap_keys) if k in c}
         return {}
 
     def scale_managed(c):
@@ -1361,8 +1384,8 @@ def _repair_steps(conf, version, deployment, error: MemoryConfigError) -> list[C
         cfg = cfg_of(c)
         keep = {o.process.key, o.flink.key, o.legacy_heap.key if o.legacy_heap else "",
                 o.legacy_heap_mb.key if o.legacy_heap_mb else ""}
-        memory_keys = [k for k in c if (k.startswith("taskmanager.memory.") or k.startswith("taskmanager.network.memory.")
-                                         or k == "taskmanager.network.numberOfBuffers") and k not in keep]
+        prefixes = ("taskmanager.memory.", "taskmanager.network.memory.", "taskmanager.network.numberOfBuffers")
+        memory_keys = [k for k in c if k.startswith(prefixes) and k not in keep]
         out: Changes = {k: None for k in memory_keys}
         if cfg.contains(o.process) and o.flink.key in c:
             out[o.flink.key] = None
@@ -1383,7 +1406,7 @@ def _repair_steps(conf, version, deployment, error: MemoryConfigError) -> list[C
     keep_network_min = error.constraint == "network-min-gt-max"
     keep_overhead_min = error.constraint == "overhead-min-gt-max"
     return [
-        unparseable_total, remove_invalid, set_total, both_totals,
+        unusable_legacy_heap, unparseable_total, remove_invalid, set_total, both_totals,
         max_to_min(o.network_min, o.network_max), max_to_min(o.overhead_min, o.overhead_max),
         remove(o.task_heap, has_total),
         to_default(o.managed_fraction), to_default(o.network_fraction), to_default(o.overhead_fraction),
@@ -1511,8 +1534,12 @@ def grow_pool(conf: Mapping[str, object], version: tuple[int, ...] | None = None
         own[o.task_off_heap.key] = _size_value(target)
     elif canonical == "metaspace":
         own[o.metaspace.key] = _size_value(target)
-    elif canonical == "managed":
+    elif canonical == "managed" and (cfg.contains(o.managed_size) or not (cfg.contains(o.process)
+                                                                          or cfg.contains(o.flink))):
         own[o.managed_size.key] = _size_value(target)
+    elif canonical == "managed":
+        pass  # a fraction of flink memory: raised per candidate total below (an explicit size could switch
+        # Flink to the fine-grained derivation when task.heap.size is set too)
     elif canonical == "network":
         own[o.network_min.key] = _size_value(target)
         if cfg.size(o.network_max) < target:
@@ -1534,6 +1561,15 @@ def grow_pool(conf: Mapping[str, object], version: tuple[int, ...] | None = None
             if opt is o.flink and not inside_flink:
                 continue
             changes[opt.key] = _size_value(cfg.size(opt) + extra)
+        if canonical == "managed" and o.managed_size.key not in own:
+            try:  # the flink size does not depend on the managed fraction outside the fine-grained derivation
+                flink = derive_taskmanager_memory(_apply(base, changes), version, deployment=deployment).flink
+            except MemoryConfigError:
+                return changes
+            fraction = math.ceil(target / flink * 1000) / 1000
+            while fraction < 1 and _multiply(flink, _to_float32(fraction)) < target:
+                fraction += 0.001  # Flink multiplies by the float nearest to it, which may fall short
+            changes[o.managed_fraction.key] = _fraction_value(min(fraction, 0.999))
         return changes
 
     def fits(extra: int) -> bool:

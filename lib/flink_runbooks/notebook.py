@@ -209,3 +209,39 @@ def _note(text: str):
 
 def _e(text) -> str:
     return html.escape(redact_text(str(text)) or "")
+
+
+def event_timeline(run: RunbookRun, title: str = "Warnings, errors and failures over time"):
+    """Every WARN/ERROR record and every failure over time, one row per log file, this runbook's evidence marked."""
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from .episodes import FAILURE_LINE
+
+    rows = [ev for ev in run.incident.events if ev.ts and (ev.level in ("WARN", "ERROR", "FATAL") or FAILURE_LINE.search(ev.message))]
+    evidence = {(os.path.basename(e.file), e.line) for f in run.findings for e in f.evidence}
+    fig, ax = plt.subplots(figsize=(10, 0.6 + 0.45 * max(1, len({ev.file for ev in rows}))))
+    if not rows:
+        ax.text(0.5, 0.5, "no timestamped warnings or failures in these logs", ha="center", va="center")
+        ax.set_axis_off()
+        plt.close(fig)
+        return fig
+    files = sorted({os.path.basename(ev.file) for ev in rows})
+    ypos = {f: i for i, f in enumerate(files)}
+    style = {"WARN": ("#ef6c00", "warning"), "ERROR": ("#c62828", "error"), "FATAL": ("#c62828", "error")}
+    seen = set()
+    for ev in rows:
+        color, label = style.get(ev.level, ("#6a1b9a", "failure"))
+        key = (os.path.basename(ev.file), ev.line)
+        if key in evidence:
+            color, label = "#000000", "evidence of this runbook"
+        ax.scatter(pd.to_datetime(ev.ts), ypos[key[0]], color=color, s=40 if key in evidence else 14,
+                   marker="D" if key in evidence else "o", label=None if label in seen else label, zorder=3)
+        seen.add(label)
+    ax.set_yticks(range(len(files)), files, fontsize=8)
+    ax.set_title(title)
+    ax.legend(loc="upper left", fontsize=8, frameon=False)
+    fig.autofmt_xdate()
+    fig.tight_layout()
+    plt.close(fig)
+    return fig

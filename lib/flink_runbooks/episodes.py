@@ -1,0 +1,101 @@
+"""Failure episodes and their first fault.
+
+An episode runs from the first failure after the job was RUNNING to the job being RESTARTING again, FAILED, or
+recovered. Within an episode the *first fault* is the earliest failure whose cause is not a known secondary
+symptom: when a TaskManager dies, its peers log ``RemoteTransportException`` and ``Buffer pool is destroyed`` and
+every cancelled task logs interruption noise; none of that is why the job failed.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .model import Event, Incident
+
+JOB_STATE = re.compile(
+    r"Job (?P<name>.*?) \((?P<job>[0-9a-f]{32})\) switched from state (?P<from>[A-Z_]+) to (?P<to>[A-Z_]+)")
+TASK_FAILED = re.compile(r"switched from (?:RUNNING|DEPLOYING|INITIALIZING|CREATED|SCHEDULED) to FAILED")
+GLOBAL_FAILURE = re.compile(r"Trying to recover from a global failure")
+RECOVERY_SUPPRESSED = re.compile(r"Recovery is suppressed by (?P<strategy>\w+)(?P<args>\([^)]*\))?")
+
+# Causes that are consequences of another fault (a peer died, the task was cancelled, the job is shutting down).
+SECONDARY_SYMPTOMS = re.compile(
+    r"Buffer pool is destroyed|PartitionNotFoundException|CancelTaskException|TaskNotRunningException|"
+    r"java\.lang\.InterruptedException|Task was cancelled|Task .* was canceled|"
+    r"Connection unexpectedly closed by remote task manager|RemoteTransportException|"
+    r"LocalTransportException|Lost connection to task manager|PartitionException|"
+    r"ExecutionGraphException: The execution attempt|FlinkJobNotFoundException|"
+    r"Producer is closed forcefully|Failing this task because|Job was cancelled|"
+    r"JobCancellationException|RecipientUnreachableException|the job is being cancelled|"
+    r"Received cancel|Discarding the results produced by task execution"
+)
+# A failure line of this kind counts as a fault.
+FAILURE_LINE = re.compile(rf"{TASK_FAILED.pattern}|{GLOBAL_FAILURE.pattern}|switched from state RUNNING to (?:FAILING|RESTARTING|FAILED)")
+
+
+@dataclass
+class Episode:
+    job: str | None
+    start: str | None
+    end: str | None = None
+    outcome: str = "open"  # restarting | failed | recovered | open
+    failures: list[Event] = field(default_factory=list)  # failure events in time order
+    suppressed: Event | None = None  # the "Recovery is suppressed" event when restarts ran out
+
+    @property
+    def first_fault(self) -> Event | None:
+        """The earliest failure whose cause is not a secondary symptom (the earliest failure when all are)."""
+        for ev in self.failures:
+            if not is_secondary(ev):
+                return ev
+        return self.failures[0] if self.failures else None
+
+
+def is_secondary(event: Event) -> bool:
+    """True when the event's deepest cause is a known consequence of another fault."""
+    causes = [c for c in event.chain if c.kind != "suppressed"]
+    if not causes:
+        return bool(SECONDARY_SYMPTOMS.search(event.message))
+    deepest = causes[-1]
+    return bool(SECONDARY_SYMPTOMS.search(f"{deepest.cls}: {deepest.message}"))
+
+
+def fault_text(event: Event) -> str:
+    """``Class: message`` of the deepest cause, skipping Flink's wrappers (what to name as the fault)."""
+    causes = [c for c in event.chain if c.kind != "suppressed" and not RECOVERY_SUPPRESSED.search(c.message)]
+    if not causes:
+        return event.message
+    deepest = causes[-1]
+    return f"{deepest.cls}: {deepest.message}" if deepest.message else deepest.cls
+
+
+def episodes(incident: Incident) -> list[Episode]:
+    """Split the JobManager's failure lines into episodes, in time order."""
+    out: list[Episode] = []
+    current: Episode | None = None
+    for ev in incident.events:
+        state = JOB_STATE.search(ev.message)
+        is_failure = bool(FAILURE_LINE.search(ev.message)) or (ev.chain and ev.level in ("ERROR", "WARN") and
+                                                                 TASK_FAILED.search(ev.message) is not None)
+        if state and state["to"] in ("RESTARTING", "FAILED", "FAILING"):
+            if current is None:
+                current = Episode(state["job"], ev.ts)
+                out.append(current)
+            if ev.chain:
+                current.failures.append(ev)
+            sup = next((c for c in ev.chain if RECOVERY_SUPPRESSED.search(c.message)), None)
+            if sup or RECOVERY_SUPPRESSED.search(ev.text):
+                current.suppressed = current.suppressed or ev
+            if state["to"] in ("RESTARTING", "FAILED"):
+                current.outcome = "restarting" if state["to"] == "RESTARTING" else "failed"
+                current.end = ev.ts
+                current = None
+            continue
+        if state and state["to"] == "RUNNING":
+            continue
+        if is_failure:
+            if current is None:
+                current = Episode(None, ev.ts)
+                out.append(current)
+            current.failures.append(ev)
+    return out
