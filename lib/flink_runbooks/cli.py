@@ -25,6 +25,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--flink-version", help="the Flink version, when the logs do not tell (e.g. 1.18.1)")
     d.add_argument("--format", choices=("text", "json"), default="text")
     d.add_argument("--runbooks", help="comma-separated runbook slugs to run (default: all)")
+    d.add_argument("--save-incident", metavar="DIR",
+                   help="also save the structured incident (Parquet + JSON) for notebooks: incident_cache=DIR")
     _spark_options(d)
 
     ls = sub.add_parser("runbooks", help="list the runbooks")
@@ -64,6 +66,10 @@ def cmd_diagnose(args) -> int:
     except InputError as exc:
         print(f"flink-runbooks: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    if args.save_incident:
+        from .store import save_incident
+
+        save_incident(incident, args.save_incident)
     diagnosis = run_detectors(incident, detectors)
     if args.format == "json":
         sys.stdout.write(to_json(diagnosis) + "\n")

@@ -700,7 +700,7 @@ class _TmDerivation:
                     f"The derived JVM Overhead size ({flink_human_size(overhead)}) does not match the configured or "
                     f"default JVM Overhead fraction ({_java_double_str(rf.fraction)}) from the configured Total "
                     f"Process Memory size ({flink_human_size(process)}). The derived JVM Overhead size will be used.")
-            self.how["overhead"] = "process - flink - metaspace (both totals set)"
+            self.how["overhead"] = "process - flink - metaspace"
             return metaspace, overhead
         overhead, capped = _with_inverse_fraction(cfg, "jvm overhead memory", flink_and_metaspace,
                                                   self.overhead_range())
@@ -1469,6 +1469,19 @@ _POOL_ALIASES = {
 }
 
 
+def _total_flink_size(conf, version, deployment) -> int | None:
+    """Total Flink memory of a configuration with process.size or flink.size, whatever the managed fraction."""
+    try:
+        cfg, o = _tm_config(conf, version, deployment, [])
+        if cfg.contains(o.flink):
+            return cfg.size(o.flink)
+        process = cfg.size(o.process)
+        metaspace, overhead = _TmDerivation(cfg, o).jvm_from_total_process(process)
+        return process - metaspace - overhead
+    except MemoryConfigError:
+        return None
+
+
 def _grow_target(old: int, factor_or_bytes) -> int:
     if isinstance(factor_or_bytes, bool):
         raise TypeError("factor_or_bytes must be a float factor, an int byte count or a size string")
@@ -1543,11 +1556,14 @@ def grow_pool(conf: Mapping[str, object], version: tuple[int, ...] | None = None
     elif canonical == "network":
         own[o.network_min.key] = _size_value(target)
         if cfg.size(o.network_max) < target:
-            own[o.network_max.key] = _size_value(target)
+            # a remainder network (task heap sized explicitly) needs room above the min, or no total would fit
+            remainder = before.derivation.get("network", "").startswith("rest of flink")
+            own[o.network_max.key] = _size_value(2 * target if remainder else target)
     elif canonical == "overhead":
         own[o.overhead_min.key] = _size_value(target)
         if cfg.size(o.overhead_max) < target:
-            own[o.overhead_max.key] = _size_value(target)
+            remainder = before.derivation.get("overhead", "").startswith("process - flink - metaspace")
+            own[o.overhead_max.key] = _size_value(2 * target if remainder else target)
 
     # which totals grow: the ones the user fixed (legacy heap counts as the key it maps to)
     totals = [opt for opt in (o.process, o.flink) if cfg.contains(opt)]
@@ -1562,9 +1578,8 @@ def grow_pool(conf: Mapping[str, object], version: tuple[int, ...] | None = None
                 continue
             changes[opt.key] = _size_value(cfg.size(opt) + extra)
         if canonical == "managed" and o.managed_size.key not in own:
-            try:  # the flink size does not depend on the managed fraction outside the fine-grained derivation
-                flink = derive_taskmanager_memory(_apply(base, changes), version, deployment=deployment).flink
-            except MemoryConfigError:
+            flink = _total_flink_size(_apply(base, changes), version, deployment)
+            if flink is None:
                 return changes
             fraction = math.ceil(target / flink * 1000) / 1000
             while fraction < 1 and _multiply(flink, _to_float32(fraction)) < target:
@@ -1585,26 +1600,18 @@ def grow_pool(conf: Mapping[str, object], version: tuple[int, ...] | None = None
         if not fits(0):
             raise ValueError(f"growing {canonical} by {delta} bytes does not leave a valid configuration")
         return _diff(conf, _apply(base, candidate(0)))
-    step = MIB
-    low = -(-delta // step)  # whole mebibytes, at least the amount asked for
-    if fits(low * step):
-        extra = low * step
-    else:
-        high, found = low * 2 or 1, None
-        while high <= low + (1 << 20):  # up to +1 TiB
-            if fits(high * step):
-                found = high
-                break
-            low, high = high, high * 2
-        if found is None:
-            raise ValueError(f"no total size keeps the model valid while growing {canonical} by {delta} bytes")
-        while high - low > 1:
-            mid = (low + high) // 2
-            if fits(mid * step):
-                high = mid
-            else:
-                low = mid
-        extra = high * step
+    # Whole mebibytes of extra total. Validity is not monotone in the total (with an explicit task heap the network
+    # memory is the remainder and must stay within [min, max]), so scan coarsely, then finely below the first hit.
+    first = -(-delta // MIB)
+    limit = first * 8 + 8192
+    coarse = max(1, first // 32)
+    hit = next((m for m in range(first, limit + 1, coarse) if fits(m * MIB)), None)
+    if hit is None and coarse > 1:
+        hit = next((m for m in range(first, limit + 1) if fits(m * MIB)), None)
+    if hit is None:
+        raise ValueError(f"no total size keeps the model valid while growing {canonical} by {delta} bytes")
+    hit = next(m for m in range(max(first, hit - coarse + 1), hit + 1) if fits(m * MIB))
+    extra = hit * MIB
     return _diff(conf, _apply(base, candidate(extra)))
 
 
