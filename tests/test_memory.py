@@ -456,6 +456,65 @@ def test_suggest_fix_results_pass_the_model(name):
         assert mem.process == derive_taskmanager_memory({P + "process.size": conf[P + "process.size"]}).process
 
 
+def _random_conf(rng) -> dict[str, str]:
+    """Memory settings as people write them, many of them out of budget."""
+    sizes = ["0", "64m", "128m", "256m", "512m", "700m", "1g", "1536m", "2g", "3g", "4g", "8g", "16g"]
+    fractions = ["0", "0.05", "0.1", "0.2", "0.4", "0.5", "0.7", "0.9", "1.0"]
+    conf = {}
+    for key, choices, p in [
+        (P + "process.size", sizes[5:], 0.7), (P + "flink.size", sizes[4:], 0.2), (P + "task.heap.size", sizes, 0.25),
+        (P + "managed.size", sizes, 0.2), (P + "managed.fraction", fractions, 0.3),
+        (P + "network.fraction", fractions, 0.3), (P + "network.min", sizes[:9], 0.25),
+        (P + "network.max", sizes[:9], 0.2), (P + "jvm-overhead.fraction", fractions, 0.25),
+        (P + "jvm-overhead.min", sizes[:8], 0.2), (P + "jvm-overhead.max", sizes[:9], 0.2),
+        (P + "jvm-metaspace.size", sizes[:8], 0.2), (P + "framework.heap.size", sizes[:8], 0.2),
+        (P + "framework.off-heap.size", sizes[:8], 0.2), (P + "task.off-heap.size", sizes[:8], 0.2),
+        ("taskmanager.heap.size", sizes[5:], 0.1), ("taskmanager.network.numberOfBuffers", ["2048", "8192"], 0.1),
+    ]:
+        if rng.random() < p:
+            conf[key] = rng.choice(choices)
+    return conf
+
+
+def test_suggest_fix_always_yields_a_startable_config():
+    import random
+
+    rng, broken = random.Random(20), 0
+    while broken < 150:
+        conf = _random_conf(rng)
+        try:
+            derive_taskmanager_memory(conf)
+            continue
+        except MemoryConfigError as err:
+            error = err
+        broken += 1
+        fix = suggest_fix(conf, None, error)
+        fixed = {k: v for k, v in {**conf, **fix}.items() if v is not None}
+        derive_taskmanager_memory(fixed)
+        process = conf.get(P + "process.size")
+        if process and P + "process.size" in fix:  # only when even the defaults do not fit into it
+            with pytest.raises(MemoryConfigError):
+                derive_taskmanager_memory({P + "process.size": process})
+
+
+def test_grow_pool_always_yields_a_valid_config_that_grew():
+    import random
+
+    rng, grown = random.Random(21), 0
+    while grown < 150:
+        conf = _random_conf(rng)
+        try:
+            before = derive_taskmanager_memory(conf)
+        except MemoryConfigError:
+            continue
+        pool = rng.choice(["task_heap", "task_off_heap", "metaspace", "network", "managed", "overhead"])
+        amount = rng.choice([64 * MIB, 256 * MIB, 1 << 30])
+        after = derive_taskmanager_memory({**conf, **grow_pool(conf, None, pool, amount)})
+        assert getattr(after, pool) >= getattr(before, pool) + amount - GROW_SLACK, (conf, pool)
+        assert all(getattr(after, p) >= getattr(before, p) for p in POOLS), (conf, pool)
+        grown += 1
+
+
 def test_suggest_fix_for_over_budget_fractions_resets_only_what_is_needed():
     fix = suggest_fix(INVALID_CONF, (1, 20))
     assert fix == {P + "managed.fraction": None, P + "network.fraction": None}
