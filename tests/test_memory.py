@@ -520,6 +520,16 @@ def test_suggest_fix_for_over_budget_fractions_resets_only_what_is_needed():
     assert fix == {P + "managed.fraction": None, P + "network.fraction": None}
 
 
+def test_suggest_fix_for_the_seed_example_leaves_a_usable_task_heap():
+    # managed.fraction alone would start Flink, with 76.8m of task heap; the network fraction goes too
+    fix = suggest_fix(SEED, (1, 20))
+    assert fix == {P + "managed.fraction": None, P + "network.fraction": None}
+    mem = derive_taskmanager_memory({k: v for k, v in {**SEED, **fix}.items() if v is not None}, (1, 20))
+    assert mem.flink == 1 << 30 and mem.task_heap >= 128 * MIB
+    alone = {k: v for k, v in SEED.items() if k != P + "managed.fraction"}
+    assert derive_taskmanager_memory(alone).task_heap < 128 * MIB
+
+
 def test_suggest_fix_drops_the_explicit_task_heap_when_fixed_sizes_do_not_fit():
     fix = suggest_fix(BROKEN["fixed-sizes"])
     assert fix == {P + "task.heap.size": None}

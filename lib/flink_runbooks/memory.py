@@ -248,7 +248,7 @@ def _tm_options(version: tuple[int, ...]) -> _TmOptions:
         managed_fraction=_Option("taskmanager.memory.managed.fraction", "fraction", 0.4),
         network_min=_Option("taskmanager.memory.network.min", "size", 64 * MIB,
                             ("taskmanager.network.memory.min",)),
-        # FLINK-30469: unbounded since 1.17
+        # unbounded since 1.17, 1g before
         network_max=_Option("taskmanager.memory.network.max", "size", LONG_MAX if version >= (1, 17) else 1 << 30,
                             ("taskmanager.network.memory.max",)),
         network_fraction=_Option("taskmanager.memory.network.fraction", "fraction", 0.1,
@@ -541,7 +541,7 @@ class _FlinkMemory:
 
 
 def _legacy_target(deployment: str, standalone: str) -> str:
-    if deployment in ("standalone", "local", "docker", "session"):
+    if deployment in ("standalone", "local", "docker"):
         return standalone
     if deployment in ("active", "yarn", "kubernetes", "native-kubernetes", "k8s"):
         return "process"
@@ -1067,8 +1067,9 @@ def derive_jobmanager_memory(conf: Mapping[str, object], version: tuple[int, ...
                 f"or Total Process Memory size ({process.describe()}) need to be configured explicitly.",
                 "no-size-configured", (process.key, flink.key, heap.key))
     except MemoryConfigError as e:
+        # 2.0 dropped the legacy-heap wrapper that added the prefix
         wrapped = e if v >= (2, 0) else e._prefixed("JobManager memory configuration failed: ")
-        wrapped.notes = notes  # 2.0 dropped the legacy-heap wrapper that added the prefix
+        wrapped.notes = notes
         raise wrapped from None
     how["process"] = _size_how(cfg, process) if cfg.contains(process) else "flink + metaspace + overhead"
     return JobManagerMemory(process=heap_size + off + meta + overhead, flink=heap_size + off, heap=heap_size,
@@ -1085,7 +1086,7 @@ _TM_BLOCK_LABELS = {
     "Network": "network", "JVM Metaspace": "metaspace", "JVM Overhead": "overhead",
 }
 _TM_BLOCK_LINE = re.compile(
-    r"(?:^|\s-\s|\]\s|^\s*)\s*(Total Process Memory|Total Flink Memory|Total JVM Heap Memory|Framework|Task|"
+    r"(?:^|\s-\s)\s*(Total Process Memory|Total Flink Memory|Total JVM Heap Memory|Framework|Task|"
     r"Total Off-heap Memory|Managed|Total JVM Direct Memory|Network|JVM Metaspace|JVM Overhead):\s+(.+?)\s*$")
 _SPEC_FIELDS = {
     "frameworkHeapSize": "framework_heap", "frameworkOffHeapSize": "framework_off_heap", "taskHeapSize": "task_heap",
@@ -1243,8 +1244,12 @@ def _total_option(cfg: _Config, o: _TmOptions) -> _Option | None:
     return None
 
 
-def _repair_steps(conf, version, deployment, error: MemoryConfigError) -> list[Callable[[dict], Changes]]:
-    """Candidate changes, mildest first; each is computed against the configuration as repaired so far."""
+Step = Callable[[dict], Changes]
+
+
+def _repair_steps(conf, version, deployment, error: MemoryConfigError) -> tuple[list[Step], list[Step]]:
+    """Candidate changes, mildest first, split into mild ones and those that override what the user sized
+    deliberately; each is computed against the configuration as repaired so far."""
     o = _tm_options(_version(version))
 
     legacy_heap_keys = [opt.key for opt in (o.legacy_heap, o.legacy_heap_mb) if opt is not None]
@@ -1415,6 +1420,7 @@ def _repair_steps(conf, version, deployment, error: MemoryConfigError) -> list[C
         *(() if keep_overhead_min else (to_default(o.overhead_min),)), to_default(o.metaspace),
         remove(o.num_buffers, lambda cfg: cfg.contains(o.task_heap)),
         shrink_managed_size, scale_managed,
+    ], [
         remove(o.task_off_heap, has_total),
         strip_to_total, scale_managed, smallest_viable_total,
     ]
@@ -1427,33 +1433,53 @@ def suggest_fix(conf: Mapping[str, object], version: tuple[int, ...] | None = No
     The user's ``taskmanager.memory.process.size`` (or ``flink.size``) is kept whenever the model allows it;
     only when even Flink's defaults do not fit into it is the total raised, to the smallest size in 64m steps.
     Candidate repairs are tried mildest first (drop an explicit task heap, fractions back to their defaults,
-    oversized fixed parts back to defaults, a scaled-down managed fraction, ...) until the model passes, then every
-    repair that turns out unnecessary is dropped again.
+    oversized fixed parts back to defaults, a scaled-down managed fraction, ...) until the model passes with at
+    least USABLE_TASK_HEAP of task heap (Flink itself would start with less, down to 0, which then fails at the
+    first allocation); the user's task off-heap budget is only dropped, and the memory settings only stripped,
+    when nothing milder starts at all. Every repair that turns out unnecessary is dropped again at the end.
     """
     if error is None:
         error = _attempt(conf, version, deployment)
         if error is None:
             return {}
-    steps = _repair_steps(conf, version, deployment, error)
+    mild, drastic = _repair_steps(conf, version, deployment, error)
+
+    def quality(c) -> int:
+        """0 invalid, 1 starts, 2 starts with a usable task heap."""
+        try:
+            mem = derive_taskmanager_memory(c, version, deployment=deployment)
+        except MemoryConfigError:
+            return 0
+        return 2 if mem.task_heap >= USABLE_TASK_HEAP else 1
+
     current: dict[str, object] = dict(conf)
     applied: list[Changes] = []
-    for step in steps:
+    first_valid: tuple[dict, list[Changes]] | None = None
+    goal = 0
+    for step in mild + drastic:
+        if step is drastic[0] and first_valid is not None:
+            break  # the configuration starts already; no overriding deliberate sizes just for a bigger task heap
         changes = step(current)
         if not changes:
             continue
         current = _apply(current, changes)
         applied.append(changes)
-        if _attempt(current, version, deployment) is None:
+        goal = quality(current)
+        if goal == 2:
             break
-    else:
-        raise MemoryConfigError(f"no repair found for: {error.flink_message}", error.constraint, error.keys)
+        if goal == 1 and first_valid is None:
+            first_valid = (current, list(applied))
+    if goal < 2:
+        if first_valid is None:
+            raise MemoryConfigError(f"no repair found for: {error.flink_message}", error.constraint, error.keys)
+        (current, applied), goal = first_valid, 1
     # drop repairs the result does not need (latest first: the drastic ones come last)
     for i in range(len(applied) - 1, -1, -1):
         trial_steps = applied[:i] + applied[i + 1:]
         trial = dict(conf)
         for changes in trial_steps:
             trial = _apply(trial, changes)
-        if _attempt(trial, version, deployment) is None:
+        if quality(trial) >= goal:
             applied = trial_steps
             current = trial
     return _diff(conf, current)
@@ -1518,12 +1544,15 @@ def grow_pool(conf: Mapping[str, object], version: tuple[int, ...] | None = None
     ``network`` ("Insufficient number of network buffers"), ``managed`` or ``overhead``.
     ``factor_or_bytes``: a float multiplies the pool (1.5 = +50 %); an int (bytes) or a size string is added.
 
-    The pool gets its own key (``task.off-heap.size``, ``jvm-metaspace.size``, ``network.min``, ``managed.size``,
-    ``jvm-overhead.min``; the task heap stays derived unless it was set). When the user fixed the total
-    (``process.size`` and/or ``flink.size``), the total grows too: by the same amount when that is enough, else
-    by the smallest whole number of mebibytes that keeps every other pool at least as large as before (fraction
-    based pools and the JVM overhead take their share of any growth). An invalid configuration is repaired
-    first with :func:`suggest_fix`, whose changes are part of the result.
+    The pool gets its own key: ``task.off-heap.size``, ``jvm-metaspace.size``, ``network.min`` (and ``.max`` when
+    below), ``jvm-overhead.min`` (and ``.max``), ``managed.fraction`` (``managed.size`` when that was set or no
+    total is); the task heap stays derived unless it was set. When the user fixed the total (``process.size``
+    and/or ``flink.size``, or the legacy heap standing for one), the total grows too: by the same amount when that
+    is enough, else by the smallest whole number of mebibytes that keeps every other pool at least as large as
+    before (fraction-based pools and the JVM overhead take their share of any growth; ``protect_other_pools=False``
+    drops that condition). Grown sizes are whole mebibytes, which may leave the pool up to GROW_SLACK short of the
+    exact sum. An invalid configuration is repaired first with :func:`suggest_fix`, whose changes (``None`` =
+    delete the key) are part of the result.
     """
     canonical = _POOL_ALIASES.get(pool.strip().lower().replace(" ", "_"), pool)
     if canonical not in ("task_heap", "task_off_heap", "metaspace", "network", "managed", "overhead"):
