@@ -1,6 +1,6 @@
 """``flink-runbooks``: the command line used by people on call and by incident automation.
 
-Exit codes (a contract): 0 nothing found, 1 findings, 2 bad input or usage; further codes per sub-command.
+Exit codes (a contract): 0 nothing found, 1 findings, 2 bad input or usage, 3 (triage) a runbook failed.
 """
 from __future__ import annotations
 
@@ -28,6 +28,26 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--save-incident", metavar="DIR",
                    help="also save the structured incident (Parquet + JSON) for notebooks: incident_cache=DIR")
     _spark_options(d)
+
+    t = sub.add_parser("triage", help="diagnose, run the matching runbook notebooks, write a report and patches")
+    t.add_argument("paths", nargs="+", metavar="PATH", help="the incident's logs and config files (as for diagnose)")
+    t.add_argument("--out", required=True, metavar="DIR", help="output directory (must be empty unless --force)")
+    t.add_argument("--flink-version", help="the Flink version, when the logs do not tell")
+    t.add_argument("--runbooks", help="comma-separated runbook slugs to execute (default: those with findings)")
+    t.add_argument("--jobs", type=int, default=2, help="runbooks executed in parallel (default 2)")
+    t.add_argument("--timeout", type=float, default=600, help="seconds per runbook before it is killed (default 600)")
+    t.add_argument("--force", action="store_true", help="write into a non-empty --out directory")
+    t.add_argument("--format", choices=("text", "json"), default="text")
+    t.add_argument("--runbooks-dir", help=argparse.SUPPRESS)  # test notebooks stand in for runbooks
+    _spark_options(t)
+
+    s = sub.add_parser("serve", help="HTTP endpoint for Alertmanager webhooks that runs triage")
+    s.add_argument("--host", default="127.0.0.1")
+    s.add_argument("--port", type=int, default=8089)
+    s.add_argument("--logs-root", required=True, metavar="DIR", help="only incident folders under this directory are accepted")
+    s.add_argument("--out-root", required=True, metavar="DIR", help="each triage writes into a new timestamped folder here")
+    s.add_argument("--jobs", type=int, default=2)
+    s.add_argument("--timeout", type=float, default=600)
 
     ls = sub.add_parser("runbooks", help="list the runbooks")
     ls.add_argument("--format", choices=("text", "json"), default="text")
@@ -78,6 +98,45 @@ def cmd_diagnose(args) -> int:
     return EXIT_FINDINGS if diagnosis.findings else EXIT_CLEAN
 
 
+def cmd_triage(args) -> int:
+    import json
+
+    from .ingest import InputError
+    from .spark import get_spark
+    from .triage import TriageError, triage
+
+    quiet = args.format == "json" or not sys.stderr.isatty()
+    progress = None if quiet else (lambda msg: print(f"flink-runbooks: {msg}", file=sys.stderr, flush=True))
+    try:
+        runbooks = [r.strip() for r in args.runbooks.split(",") if r.strip()] if args.runbooks else None
+        if runbooks and not args.runbooks_dir:
+            _selected_detectors(args.runbooks)
+        report = triage(args.paths, args.out, spark=None if args.master is None and args.remote is None
+                        else get_spark(master=args.master, remote=args.remote),
+                        flink_version=args.flink_version, runbooks=runbooks, jobs=args.jobs,
+                        timeout_s=args.timeout, force=args.force, runbooks_dir=args.runbooks_dir, progress=progress)
+    except (InputError, TriageError, KeyError) as exc:
+        print(f"flink-runbooks: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if args.format == "json":
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        from .render import to_text
+
+        sys.stdout.write(to_text(report.diagnosis))
+        for r in report.runbooks:
+            print(f"runbook {r.runbook}: {r.status} ({r.duration_s:.1f}s)" + (f": {r.error}" if r.error else ""))
+        print(f"report: {report.out / 'report.md'}")
+    return report.exit_code
+
+
+def cmd_serve(args) -> int:
+    from .serve import run_server
+
+    return run_server(host=args.host, port=args.port, logs_root=args.logs_root, out_root=args.out_root,
+                      jobs=args.jobs, timeout_s=args.timeout)
+
+
 def cmd_runbooks(args) -> int:
     import json
 
@@ -95,7 +154,7 @@ def cmd_runbooks(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"diagnose": cmd_diagnose, "runbooks": cmd_runbooks}[args.command]
+    handler = {"diagnose": cmd_diagnose, "triage": cmd_triage, "serve": cmd_serve, "runbooks": cmd_runbooks}[args.command]
     return handler(args)
 
 

@@ -1,0 +1,193 @@
+"""Incident automation: triage reports, patches, executed notebooks, failure modes, and the webhook server."""
+from __future__ import annotations
+
+import json
+import pathlib
+import shutil
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from conftest import ROOT, example
+from flink_runbooks import cli
+from flink_runbooks.triage import TriageError, triage
+
+SLUG = "checkpoint-tolerable-failure-threshold"
+TEST_NOTEBOOKS = ROOT / "tests" / "notebooks"
+
+
+def test_triage_with_a_finding_writes_report_patches_and_executed_notebook(spark, tmp_path):
+    src = example(SLUG, "storage-permission-denied")
+    before = sorted((p, p.stat().st_mtime_ns) for p in src.rglob("*"))
+    report = triage([str(src)], tmp_path / "out", spark=spark, runbooks=[SLUG])
+    out = tmp_path / "out"
+    assert report.exit_code == 1
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["findings"][0]["runbook"] == SLUG and doc["findings"][0]["primary"]
+    [run] = doc["runbooks"]
+    assert run["status"] == "ok" and run["error"] is None and run["duration_s"] > 0
+    assert pathlib.Path(run["notebook"]).exists() and pathlib.Path(run["html"]).exists()
+    html = pathlib.Path(run["html"]).read_text()
+    assert "storage-unwritable" in html and "<img" in html
+    assert "open_runbook(" not in html, "setup code is hidden in the HTML"
+    diff = (out / "patches" / "flink-conf.yaml.diff").read_text()
+    assert "+execution.checkpointing.tolerable-failed-checkpoints: 3" in diff
+    assert "flinkConfiguration" in (out / "patches" / "flinkdeployment-patch.yaml").read_text()
+    md = (out / "report.md").read_text()
+    assert md.index("Primary") < md.index("Evidence") and "flink-flink-standalonesession-0-vm.log:412" in md
+    assert sorted((p, p.stat().st_mtime_ns) for p in src.rglob("*")) == before, "inputs untouched"
+    assert {p.name for p in out.iterdir()} == {"incident", "runbooks", "patches", "report.json", "report.md"}
+
+
+def test_triage_of_a_healthy_incident_runs_nothing(spark, tmp_path):
+    report = triage([str(example(SLUG, "healthy"))], tmp_path / "out", spark=spark)
+    assert report.exit_code == 0 and report.runbooks == []
+    assert not (tmp_path / "out" / "patches").exists()
+    assert "No known failure found." in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_failing_hanging_and_dying_runbooks_are_reported_while_others_finish(spark, tmp_path):
+    report = triage([str(example(SLUG, "storage-permission-denied"))], tmp_path / "out", spark=spark,
+                    runbooks=["succeeds", "raises", "hangs", "kernel-dies"], runbooks_dir=TEST_NOTEBOOKS,
+                    timeout_s=90, jobs=4)
+    status = {r.runbook: r for r in report.runbooks}
+    assert status["succeeds"].status == "ok"
+    assert status["raises"].status == "failed"
+    assert "RuntimeError: the runbook broke on purpose" in status["raises"].error
+    assert status["raises"].error.startswith("cell ")
+    assert status["hangs"].status == "timed out"
+    assert status["kernel-dies"].status == "failed"
+    assert report.exit_code == 3
+    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert {r["runbook"]: r["status"] for r in doc["runbooks"]}["hangs"] == "timed out"
+    assert doc["findings"], "findings are still reported"
+
+
+def test_existing_output_dir_is_refused_unless_forced(spark, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    with pytest.raises(TriageError, match="not empty"):
+        triage([str(example(SLUG, "healthy"))], out, spark=spark)
+    triage([str(example(SLUG, "healthy"))], out, spark=spark, force=True)
+    assert (out / "keep.txt").read_text() == "mine" and (out / "report.json").exists()
+
+
+def test_output_inside_the_inputs_is_refused(tmp_path):
+    (tmp_path / "logs").mkdir()
+    with pytest.raises(TriageError, match="inside the input"):
+        triage([str(tmp_path / "logs")], tmp_path / "logs" / "out")
+
+
+def test_cli_triage_bad_paths_and_json_report(spark, capsys, tmp_path):
+    assert cli.main(["triage", str(tmp_path / "missing"), "--out", str(tmp_path / "o1")]) == 2
+    assert "no such file or directory" in capsys.readouterr().err
+    code = cli.main(["triage", str(example(SLUG, "healthy")), "--out", str(tmp_path / "o2"), "--format", "json"])
+    out = capsys.readouterr().out
+    assert code == 0 and json.loads(out)["runbooks"] == []
+
+
+# -- the webhook server ---------------------------------------------------------------------------------------
+
+def _alert(location: str | None, version: str = "4") -> dict:
+    annotations = {"summary": "Flink job failing"} | ({"flink_logs": location} if location else {})
+    return {"version": version, "groupKey": "{}:{alertname=\"FlinkJobFailing\"}", "status": "firing",
+            "receiver": "flink-runbooks", "groupLabels": {"alertname": "FlinkJobFailing"},
+            "commonLabels": {"alertname": "FlinkJobFailing"}, "commonAnnotations": {}, "externalURL": "http://am:9093",
+            "truncatedAlerts": 0,
+            "alerts": [{"status": "firing", "labels": {"alertname": "FlinkJobFailing", "job": "orders"},
+                        "annotations": annotations, "startsAt": "2026-11-22T02:54:11Z",
+                        "endsAt": "0001-01-01T00:00:00Z", "generatorURL": "http://prom/graph", "fingerprint": "abc"}]}
+
+
+def _request(url: str, payload: dict | str | None = None) -> tuple[int, dict]:
+    data = None if payload is None else (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"},
+                                 method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+@pytest.fixture
+def server(spark, tmp_path):
+    import uvicorn
+
+    from flink_runbooks.serve import create_app
+
+    logs_root = tmp_path / "logs"
+    (logs_root / "incidents").mkdir(parents=True)
+    for name in ("healthy", "storage-permission-denied"):
+        target = logs_root / "incidents" / name
+        shutil.copytree(example(SLUG, name), target)
+    (logs_root / "escape").symlink_to(tmp_path, target_is_directory=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    app = create_app(str(logs_root), str(tmp_path / "runs"), spark=spark, timeout_s=300)
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+    thread = threading.Thread(target=srv.run, daemon=True)
+    thread.start()
+    while not srv.started:
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{port}", tmp_path
+    srv.should_exit = True
+    thread.join(timeout=10)
+
+
+def _wait(base: str, run: str, timeout: float = 240) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code, doc = _request(f"{base}/runs/{run}")
+        assert code == 200
+        if doc["status"] != "running":
+            return doc
+        time.sleep(0.5)
+    raise AssertionError("triage did not finish")
+
+
+def test_webhook_round_trip_through_the_real_server(server):
+    base, tmp = server
+    code, doc = _request(f"{base}/alerts", _alert("incidents/healthy"))
+    assert code == 202 and doc["status"] == "running"
+    done = _wait(base, doc["run"])
+    assert done["status"] == "done" and done["exit_code"] == 0
+    assert done["report"]["findings"] == []
+    assert pathlib.Path(done["out"]).parent == (tmp / "runs").resolve()
+
+
+def test_second_alert_for_a_running_incident_is_refused_and_the_server_keeps_serving(server):
+    base, _tmp = server
+    code, first = _request(f"{base}/alerts", _alert("incidents/storage-permission-denied"))
+    assert code == 202
+    code, second = _request(f"{base}/alerts", _alert("incidents/storage-permission-denied"))
+    assert code == 409 and first["run"] in second["detail"]
+    done = _wait(base, first["run"])
+    assert done["status"] == "done" and done["exit_code"] in (1, 3), done.get("error")
+    assert done["report"]["findings"][0]["runbook"] == SLUG
+    assert _request(f"{base}/healthz") == (200, {"status": "ok"})
+
+
+@pytest.mark.parametrize("location,status", [
+    ("../outside", 403), ("escape", 403), ("/etc", 403), ("incidents/nope", 404), (None, 400)])
+def test_paths_outside_the_logs_root_and_missing_locations_are_refused(server, location, status):
+    base, _tmp = server
+    code, doc = _request(f"{base}/alerts", _alert(location))
+    assert code == status, doc
+    assert doc["detail"]
+
+
+def test_malformed_payloads_get_a_4xx_with_a_reason(server):
+    base, _tmp = server
+    assert _request(f"{base}/alerts", "{not json")[0] == 422
+    code, doc = _request(f"{base}/alerts", {"status": "firing"})
+    assert code == 422 and doc["detail"]
+    code, doc = _request(f"{base}/alerts", _alert("incidents/healthy", version="3"))
+    assert code == 400 and "version" in doc["detail"]
+    assert _request(f"{base}/runs/unknown")[0] == 404
