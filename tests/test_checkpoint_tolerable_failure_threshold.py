@@ -102,3 +102,13 @@ def test_genuine_incident_storage_permission(spark):
 def test_genuine_healthy_incident(spark):
     inc = ingest([str(example(SLUG, "healthy"))], spark)
     assert get_detector(SLUG).detect(inc) == []
+
+
+def test_threshold_tripped_while_finalizing_is_read_from_its_own_frames():
+    inc = incident_from_text(
+        "org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.\n"
+        "    at org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter(CheckpointFailureManager.java:206)\n"
+        "    at org.apache.flink.runtime.checkpoint.CheckpointCoordinator.abortPendingCheckpoint(CheckpointCoordinator.java:2104)\n"
+        "    at org.apache.flink.runtime.checkpoint.CheckpointCoordinator.finalizeCheckpoint(CheckpointCoordinator.java:1375)\n")
+    [finding] = get_detector(SLUG).detect(inc)
+    assert finding.root_cause.slug == "finalize-failure" and finding.confidence < 0.8

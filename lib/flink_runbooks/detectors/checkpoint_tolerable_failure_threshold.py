@@ -19,9 +19,10 @@ _REASONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("finalize-failure", re.compile(r"Failure to finalize checkpoint|_metadata already exists")),
     ("checkpoint-expired", re.compile(r"expired before completing")),
     ("storage-io-error", re.compile(
-        r"IO-problem detected|Could not flush and close the file system output stream|All datanodes .* are bad|"
-        r"could only be (?:written|replicated) to \d+ of the \d+ minReplication|Could not open output stream|"
-        r"UnknownHostException|Connection refused|SocketTimeoutException|FileNotFoundException")),
+        r"IO-problem detected|Could not flush (?:to file )?and close the file system output stream|"
+        r"All datanodes .* are bad|could only be (?:written|replicated) to \d+ of the \d+ minReplication|"
+        r"Could not open output stream|UnknownHostException|Connection refused|SocketTimeoutException|"
+        r"Read timed out|Unable to execute HTTP request|FileNotFoundException")),
     ("async-phase-failure", re.compile(r"Asynchronous task checkpoint failed|Could not materialize checkpoint")),
     ("declined", re.compile(r"Checkpoint was declined|Decline checkpoint")),
 )
@@ -36,6 +37,8 @@ class CheckpointTolerableFailureThreshold(Detector):
     exception_classes = ("org.apache.flink.util.FlinkRuntimeException", "org.apache.flink.runtime.checkpoint.CheckpointException")
     versions = "1.9 – 2.x (the message names the last failure reason since 1.17)"
     layer = 1
+    # The threshold's own stack says which phase tripped it when nothing else in the excerpt does.
+    frames = (r"CheckpointCoordinator\.finalizeCheckpoint",)
     signatures = (
         r"Exceeded checkpoint tolerable failure threshold",
         r"Failure to finalize checkpoint",
@@ -70,6 +73,8 @@ class CheckpointTolerableFailureThreshold(Detector):
         streak = _failed_streak_before(history, first)
         reason_text = _stated_reason(exceeded)
         cause = _classify(streak, reason_text)
+        if cause == "unknown-reason" and any("finalizeCheckpoint" in f for ev in exceeded for f in ev.frames):
+            cause = "finalize-failure"
         tolerable = incident.config.get_int(TOLERABLE_KEY)
         evidence: list[Event] = [first]
         notes = {0: "the threshold was exceeded: the job fails over"}
@@ -85,7 +90,7 @@ class CheckpointTolerableFailureThreshold(Detector):
         summary = self._summary(cause, exceeded, streak, tolerable, reason_text)
         return [self.finding(
             cause, summary, evidence,
-            confidence=0.6 if cause == "unknown-reason" else 0.9,
+            confidence=0.6 if cause == "unknown-reason" or not streak else 0.9,
             patches=self._patches(incident, cause, streak),
             notes=notes,
             details={
