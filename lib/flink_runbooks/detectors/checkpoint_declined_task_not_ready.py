@@ -1,0 +1,282 @@
+"""Checkpoints aborted because tasks were not running: still restoring after a (re)start, already finished, or a
+job that keeps restarting."""
+from __future__ import annotations
+
+import collections
+import re
+
+from ..checkpoint_analysis import (NotReadyAbort, ceil_duration_ms, human_duration, job_state_at,
+                                   job_state_changes, not_ready_aborts, span_ms)
+from ..checkpoints import checkpoint_history
+from ..episodes import episodes, fault_text
+from ..model import Event, Finding, Incident, RootCause
+from ..units import format_duration
+from .base import Detector
+
+FLIP147_KEY = "execution.checkpointing.checkpoints-after-tasks-finish"
+INTERVAL_KEY = "execution.checkpointing.interval"
+LOCAL_RECOVERY_KEY = "execution.state-recovery.from-local"
+REPEATED = 3  # aborts before a transient start-up condition is worth a finding
+TASK_READY = re.compile(r"switched from (?:DEPLOYING|INITIALIZING) to RUNNING")
+TASK_FINISHED = re.compile(r"(?P<task>\S.*?) \([0-9a-f_]+\) switched from RUNNING to FINISHED")
+JOB_STARTED = re.compile(r"switched from state (?:CREATED|RESTARTING) to RUNNING")
+# ≤ 1.8: a failed asynchronous snapshot of the declined (and so discarded) checkpoint fails the task.
+MATERIALIZE_FAILED = re.compile(r"Could not materialize checkpoint (?P<id>\d+)")
+
+
+class CheckpointDeclinedTaskNotReady(Detector):
+    slug = "checkpoint-declined-task-not-ready"
+    title = "Checkpoint aborted: tasks not running"
+    category = "checkpointing"
+    meaning = ("A checkpoint could not start because some task was not RUNNING (still deploying or restoring, "
+               "already finished, or being restarted), so Flink aborted it; checkpoints resume once every task runs.")
+    exception_classes = ("org.apache.flink.runtime.checkpoint.decline.CheckpointDeclineTaskNotReadyException",
+                         "org.apache.flink.runtime.checkpoint.CheckpointException")
+    versions = ("1.x, 2.x ('was not running' declines up to 1.8, 'is not in state RUNNING but X instead' 1.9 – 1.13, "
+                "'is not being executed at the moment' since 1.14)")
+    layer = 0
+    signatures = (
+        r"is not in state RUNNING but [A-Z_]+ instead",
+        r"is not being executed at the moment",
+        r"Some tasks of the job have already finished and checkpointing with finished tasks is not enabled",
+        r"CheckpointDeclineTaskNotReadyException",
+        r"Checkpoint was declined \(tasks not ready\)",
+        r"Discarding checkpoint \d+ of job",
+        r"switched from (?:DEPLOYING|INITIALIZING) to RUNNING",
+        r"switched from RUNNING to FINISHED",
+        r"Could not materialize checkpoint \d+",
+    )
+    root_causes = (
+        RootCause("tasks-restoring",
+                  "Checkpoints were triggered while tasks were still deploying or restoring state after a (re)start.",
+                  "Aborts right after the job switched to RUNNING, naming DEPLOYING/INITIALIZING tasks or tasks 'not "
+                  "being executed'; they stop once every task is RUNNING. Up to 1.8 the decline discards the "
+                  "checkpoint under other tasks' snapshots and can fail them: a restart loop."),
+        RootCause("tasks-finished",
+                  "Some tasks had FINISHED (bounded or idle sources) and this version or configuration does not "
+                  "checkpoint with finished tasks (FLIP-147).",
+                  "'not in state RUNNING but FINISHED', 'Some tasks of the job have already finished and "
+                  "checkpointing with finished tasks is not enabled', tasks switching to FINISHED while the job runs."),
+        RootCause("restart-loop",
+                  "The job keeps restarting for another reason, so its tasks are never all running long enough to "
+                  "checkpoint.",
+                  "Several restart episodes whose first fault is something else; aborts between them and no "
+                  "completed checkpoint."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        aborts = not_ready_aborts(incident)
+        if not aborts:
+            return []
+        changes = job_state_changes(incident)
+        # Triggers that race a failover already under way (job RESTARTING/FAILING/CANCELLING) are its echo.
+        during_failover = [a for a in aborts if job_state_at(changes, a.job, a.event.ts) not in (None, "RUNNING")]
+        relevant = [a for a in aborts if a not in during_failover]
+        if not relevant:
+            return []
+        history = checkpoint_history(incident)
+        finished = [a for a in relevant if a.kind == "finished-not-enabled" or a.state == "FINISHED"]
+        eps = [e for e in episodes(incident) if e.failures]
+        task_failures = _failures_from_discarded_checkpoints(incident, relevant)
+        other_faults = [e for e in eps if e.first_fault is not None and e.first_fault not in task_failures
+                        and not _is_not_ready(e.first_fault)]
+
+        if finished:
+            cause, group, severity = "tasks-finished", finished, "warning"
+        elif task_failures:
+            cause, group, severity = "tasks-restoring", relevant, "failure"
+        elif len(eps) >= 2 and other_faults and len(relevant) >= 2:
+            cause, group, severity = "restart-loop", relevant, "warning"
+        elif len(relevant) >= REPEATED:
+            cause, group, severity = "tasks-restoring", relevant, "warning"
+        else:
+            return []
+
+        restore = _restore_times(incident, changes, relevant)
+        details = {
+            "aborted_triggers": len(relevant),
+            "during_failover_ignored": len(during_failover),
+            "by_wording": dict(collections.Counter(a.kind for a in relevant)),
+            "task_states_named": dict(collections.Counter(a.state for a in relevant if a.state)),
+            "tasks": sorted({a.task for a in group if a.task})[:10],
+            "restart_episodes": len(eps),
+            "completed_checkpoints": sum(a.outcome == "completed" for a in history),
+            "longest_not_ready_after_start": human_duration(max(ms for ms, _ in restore)) if restore else None,
+            "task_failures_from_discarded_checkpoints": len(task_failures),
+            "first_fault": fault_text(other_faults[0].first_fault) if cause == "restart-loop" else None,
+        }
+        evidence, notes = self._evidence(cause, group, task_failures, other_faults, eps, incident)
+        summary = self._summary(cause, group, relevant, during_failover, task_failures, other_faults, eps, restore,
+                                history)
+        return [self.finding(
+            cause, summary, evidence,
+            confidence=0.85 if cause != "tasks-restoring" or task_failures or restore else 0.7,
+            patches=self._patches(incident, cause, relevant, restore),
+            severity=severity,
+            notes=notes,
+            details={k: v for k, v in details.items() if v not in (None, [], {})},
+        )]
+
+    # -- presentation
+
+    def _evidence(self, cause, group: list[NotReadyAbort], task_failures, other_faults, eps, incident):
+        evs: list[Event] = []
+        notes: dict[int, str] = {}
+
+        def add(ev: Event | None, note: str) -> None:
+            if ev is not None and ev not in evs:
+                notes[len(evs)] = note
+                evs.append(ev)
+
+        if cause == "restart-loop":
+            first = other_faults[0].first_fault
+            add(first, f"what started the restarts: {fault_text(first)}")
+        add(group[0].event, _describe(group[0]) + (f" ({len(group)} such aborts)" if len(group) > 1 else ""))
+        start = _job_start_before(incident, group[0].event)
+        if start is not None and cause != "tasks-finished":
+            add(start, "the job had (re)started here; its tasks were not all running yet")
+        if cause == "tasks-finished":
+            for ev, m in incident.find(TASK_FINISHED):
+                if (ev.ts or "") <= (group[0].event.ts or "~"):
+                    add(ev, f"{m['task']} finished while the job kept running")
+                    break
+        for ev in task_failures[:2]:
+            add(ev, "a task failed because the declined checkpoint was discarded under its asynchronous snapshot")
+        if len(group) > 1:
+            add(group[-1].event, f"latest abort: {_describe(group[-1])}")
+        return evs, notes
+
+    def _summary(self, cause, group, relevant, during_failover, task_failures, other_faults, eps, restore, history):
+        n = len(relevant)
+        ignored = f" ({len(during_failover)} more during failovers not counted)" if during_failover else ""
+        head = f"{n} checkpoint trigger(s) were aborted because tasks were not running{ignored}. "
+        why = self.cause(cause).summary
+        if cause == "tasks-finished":
+            tasks = sorted({a.task for a in group if a.task})
+            names = f" ({', '.join(tasks[:3])})" if tasks else ""
+            return head + (f"Why: {why} Finished tasks{names} block every checkpoint from then on: no checkpoint "
+                           f"completes, so offsets and two-phase-commit sinks are never committed.")
+        if cause == "restart-loop":
+            first = other_faults[0].first_fault
+            return head + (f"Why: {why} The job went through {len(eps)} restart episode(s), first fault: "
+                           f"{fault_text(first)}. Fix that; the aborted checkpoints are its symptom.")
+        longest = (f" Tasks needed up to {human_duration(max(ms for ms, _ in restore))} after a start before all were "
+                   f"running.") if restore else ""
+        if task_failures:
+            return head + (f"Why: {why}{longest} Each decline discarded the checkpoint while other tasks were still "
+                           f"writing it, and {len(task_failures)} task(s) failed on that (up to 1.8 a checkpoint "
+                           f"error fails the task): the job restarts, restores again, and loops.")
+        completed = sum(a.outcome == "completed" for a in history)
+        return head + (f"Why: {why}{longest} This is transient while state is restored and is not counted against "
+                       f"tolerable-failed-checkpoints; {completed} checkpoint(s) completed in these logs.")
+
+    # -- patches
+
+    def _patches(self, incident: Incident, cause: str, relevant: list[NotReadyAbort], restore: list[int]):
+        cfg = incident.config
+        version = incident.version_tuple
+        old_api = (version is not None and version < (1, 9)) or \
+            any(a.kind == "declined-not-ready" and "CheckpointDeclineTaskNotReadyException" in a.event.text
+                for a in relevant)
+        patches = []
+        if cause == "tasks-finished":
+            flag = cfg.get_bool(FLIP147_KEY)
+            if version is not None and version < (1, 14):
+                patches.append(self.ops_patch(
+                    "upgrade for checkpoints after tasks finish",
+                    "Flink checkpoints with finished tasks since 1.14 (FLIP-147, on by default since 1.15). Until "
+                    "then keep sources from finishing: e.g. legacy FlinkKafkaConsumer subtasks without a partition "
+                    "finish, so keep source parallelism at or below the number of partitions."))
+            elif flag is not True:
+                patches.append(self.flink_patch(
+                    incident, FLIP147_KEY, "true",
+                    "Let checkpoints continue after some tasks finished (FLIP-147): finished tasks are skipped "
+                    "instead of aborting every checkpoint."))
+        if cause == "tasks-restoring":
+            interval = cfg.get_duration_ms(INTERVAL_KEY)
+            longest = max((ms for ms, _ in restore), default=None)
+            after_failover = max((ms for ms, kind in restore if kind == "restart"), default=None)
+            if old_api:
+                patches.append(self.code_patch(
+                    "ExecutionConfig#setFailTaskOnCheckpointError",
+                    "env.getConfig().setFailTaskOnCheckpointError(false);",
+                    "Up to 1.8 a checkpoint error fails the task that hit it; with this a discarded checkpoint no "
+                    "longer fails tasks and the restart loop stops (from 1.9 on use "
+                    "setTolerableCheckpointFailureNumber instead)."))
+                if longest:
+                    wanted = ceil_duration_ms(max(1.5 * longest, interval or 0))
+                    patches.append(self.code_patch(
+                        "StreamExecutionEnvironment#enableCheckpointing",
+                        f"env.enableCheckpointing({wanted}L); // {format_duration(wanted)}",
+                        f"Tasks needed up to {human_duration(longest)} to be running after a start: an interval "
+                        f"longer than that lets the first checkpoint find them ready."))
+            elif after_failover and interval and after_failover > interval and not cfg.get_bool(LOCAL_RECOVERY_KEY):
+                # Local copies exist only for a restart on the same TaskManagers, not for a fresh deployment.
+                patches.append(self.flink_patch(
+                    incident, LOCAL_RECOVERY_KEY, "true",
+                    f"Restoring after a failover took up to {human_duration(after_failover)}, longer than the "
+                    f"{format_duration(interval)} checkpoint interval: local recovery restores from the TaskManagers' "
+                    f"local copy instead of downloading the state again."))
+            if not old_api:
+                patches.append(self.ops_patch(
+                    "nothing to change if it stops",
+                    "Aborts while tasks restore are not counted against tolerable-failed-checkpoints (since 1.9); "
+                    "act only if they go on long after the job started (then look at what slows the restore)."))
+        if cause == "restart-loop":
+            patches.append(self.ops_patch(
+                "fix the first fault",
+                "The job restarts before its tasks are all running; the runbook of the first fault says what to "
+                "change. Checkpoint settings do not help here."))
+        return patches
+
+
+def _describe(a: NotReadyAbort) -> str:
+    task = f"task {a.task}" if a.task else "a task"
+    if a.kind == "finished-not-enabled":
+        return "tasks had finished and checkpointing with finished tasks is not enabled"
+    if a.state:
+        return f"{task} was {a.state}, not RUNNING"
+    if a.kind == "declined-not-ready":
+        return f"{task} declined: not running yet"
+    return f"{task} was not running yet"
+
+
+def _is_not_ready(ev: Event) -> bool:
+    return bool(re.search(r"not being executed|not in state RUNNING|CheckpointDeclineTaskNotReady", ev.text))
+
+
+def _failures_from_discarded_checkpoints(incident: Incident, aborts: list[NotReadyAbort]) -> list[Event]:
+    """Task failures on the asynchronous snapshot of a checkpoint that a not-ready decline had discarded."""
+    declined = {a.checkpoint_id for a in aborts if a.checkpoint_id is not None}
+    out = []
+    for ev in incident.events:
+        if "FAILED" not in ev.message:
+            continue
+        m = MATERIALIZE_FAILED.search(ev.text)
+        if m and int(m["id"]) in declined:
+            out.append(ev)
+    return out
+
+
+def _job_start_before(incident: Incident, event: Event) -> Event | None:
+    starts = [ev for ev in incident.events if JOB_STARTED.search(ev.message) and (ev.ts or "") <= (event.ts or "~")]
+    return starts[-1] if starts else None
+
+
+def _restore_times(incident: Incident, changes, aborts: list[NotReadyAbort]) -> list[tuple[int, str]]:
+    """Per (re)start followed by aborts: how long until every task ran (or at least until the last abort), and
+    whether it was a ``start`` or a ``restart`` after a failover."""
+    starts = [c for c in changes if c.new == "RUNNING" and c.old in ("CREATED", "RESTARTING") and c.ts]
+    ready = [ev.ts for ev in incident.events if ev.ts and TASK_READY.search(ev.message)]
+    out = []
+    for i, start in enumerate(starts):
+        end = starts[i + 1].ts if i + 1 < len(starts) else "~"
+        inside = [a.event.ts for a in aborts if a.event.ts and start.ts <= a.event.ts < end]
+        if not inside:
+            continue
+        ready_in = [t for t in ready if start.ts <= t < end]
+        last = max(ready_in + inside) if ready_in else max(inside)
+        ms = span_ms(start.ts, last)
+        if ms:
+            out.append((ms, "restart" if start.old == "RESTARTING" else "start"))
+    return out

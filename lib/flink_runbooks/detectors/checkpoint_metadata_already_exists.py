@@ -1,0 +1,333 @@
+"""``Failure to finalize checkpoint`` caused by ``.../chk-N/_metadata already exists``: who else wrote chk-N."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..checkpoint_analysis import (APPLICATION_MODE_JOB_ID, NOT_DISCARDED, JobRun, failovers, job_runs,
+                                   job_state_changes, run_at)
+from ..checkpoints import THRESHOLD, checkpoint_history
+from ..model import Event, Finding, Incident, RootCause
+from .base import Detector
+
+DIR_KEY = "execution.checkpointing.dir"
+RETAINED_KEY = "execution.checkpointing.num-retained"
+SUBDIR_KEY = "execution.checkpointing.create-subdir"
+SEED_RETAINED = 1  # the seed deployment went from 10 to 1 retained checkpoints
+
+# 1.16+: "Target file <path>/chk-N/_metadata already exists." (FsCheckpointMetadataOutputStream);
+# older local FS: "java.nio.file.FileAlreadyExistsException: File already exists: <path>/chk-N/_metadata";
+# HDFS: "org.apache.hadoop.fs.FileAlreadyExistsException: <path>/chk-N/_metadata for client <ip> already exists".
+# A pasted trace may wrap the path right before "/_metadata".
+COLLISION = re.compile(
+    r"(?:Target file |File already exists: |FileAlreadyExistsException: )?(?P<path>\S*?chk-(?P<id>\d+))\s?/_metadata"
+    r"(?:(?: for client \S+)? already exists|\b)")
+COLLISION_TEXT = re.compile(r"_metadata(?: for client \S+)? already exists|File already exists: \S*_metadata")
+JOB_IN_PATH = re.compile(r"/(?P<job>[0-9a-f]{32})/chk-\d+$")
+FAILED_FOR_JOB = re.compile(r"checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32})")
+FAILOVER = re.compile(r"switched from state RUNNING to (?:RESTARTING|FAILING|FAILED)|Trying to recover from a global failure")
+
+
+@dataclass
+class Collision:
+    event: Event
+    checkpoint_id: int
+    job: str | None
+    path: str  # .../chk-N
+
+    @property
+    def base_dir(self) -> str:
+        """The configured checkpoint directory: the path without /<job-id>/chk-N (or /chk-N)."""
+        return re.sub(r"/(?:[0-9a-f]{32}/)?chk-\d+$", "", self.path)
+
+
+class CheckpointMetadataAlreadyExists(Detector):
+    slug = "checkpoint-metadata-already-exists"
+    title = "Checkpoint metadata file already exists"
+    category = "checkpointing"
+    meaning = ("The JobManager could not write chk-N/_metadata because the file was already there: another run or "
+               "deployment wrote a checkpoint with the same job id and number into the same directory.")
+    exception_classes = ("org.apache.flink.runtime.checkpoint.CheckpointException", "java.io.IOException",
+                         "java.nio.file.FileAlreadyExistsException", "org.apache.hadoop.fs.FileAlreadyExistsException")
+    versions = "1.x, 2.x (the 'Target file ... already exists' wording since 1.16; older versions name the file system's exception)"
+    layer = 0
+    signatures = (
+        r"_metadata(?: for client \S+)? already exists",
+        r"File already exists: \S*_metadata",
+        r"Received JobGraph submission",
+        r"No checkpoint found during restore",
+        r"Starting job \w+ from savepoint",
+        r"Reset the checkpoint ID of job",
+        r"Checkpoint with ID \d+ at '[^']*' not discarded",
+    )
+    root_causes = (
+        RootCause("job-id-reused",
+                  "A new run reused the job id of an earlier run and started its checkpoint counter over in the same "
+                  "directory, where that run's checkpoints were still retained.",
+                  "The colliding run started without restoring ('No checkpoint found during restore', counter from "
+                  "1); the same job id ran before (fixed id of application mode, HA cluster id, resubmitted with the "
+                  "same id) and its chk-N was retained."),
+        RootCause("restored-behind-newer-checkpoints",
+                  "The job restored from an older checkpoint while newer chk-N directories of the same job id were "
+                  "still there, so the resumed counter ran into them.",
+                  "'Restoring job … from Checkpoint N' / 'Reset the checkpoint ID' shortly before the collision on "
+                  "N+1…; several checkpoints retained (num-retained > 1) or another deployment on the same directory."),
+        RootCause("concurrent-writers",
+                  "Two deployments write checkpoints of the same job id into the same directory at the same time "
+                  "(e.g. a shared NFS mount).",
+                  "Collisions in the middle of a run after its own checkpoints completed, repeating, or two "
+                  "JobManagers running the same job id at the same time."),
+        RootCause("shared-dir-without-job-subdir",
+                  "Job-id sub-directories are disabled, so every job of the directory writes the same chk-N.",
+                  "create-subdir is false and the colliding path has no job-id segment."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        collisions = self._collisions(incident)
+        if not collisions:
+            return []
+        first = collisions[0]
+        runs = job_runs(incident)
+        run = run_at(runs, first.job, first.event.ts)
+        earlier = [r for r in runs if r.job == first.job and r is not run and (r.started or "") < (first.event.ts or "~")]
+        history = checkpoint_history(incident)
+        retained_all = _retained_ids(incident, first.job)
+        retained = {i: ev for i, ev in retained_all.items() if (ev.ts or "") <= (first.event.ts or "~")}
+        cause, why = self._classify(incident, collisions, run, earlier, history, retained)
+
+        failover_events = [ev for ev in incident.events if FAILOVER.search(ev.message) and ev.ts and first.event.ts
+                           and ev.ts >= first.event.ts and _finalize_failure(ev)]
+        threshold = [ev for ev, m in incident.find(THRESHOLD) if "finalize" in (m["reason"] or "finalize")
+                     and (ev.ts or "~") >= (first.event.ts or "")]
+        failed_over = bool(threshold or failover_events)
+
+        evidence, notes = self._evidence(collisions, run, earlier, retained, threshold)
+        summary = self._summary(cause, why, collisions, failed_over, threshold)
+        details = {
+            "collisions": [f"chk-{c.checkpoint_id}" for c in collisions],
+            "job_id": first.job,
+            "job_id_kind": _job_id_kind(first.job),
+            "checkpoint_dir": first.base_dir,
+            "runs_of_job_in_logs": len([r for r in runs if r.job == first.job]),
+            "restored_from": run.restored_from if run else None,
+            "started_without_restore": bool(run and run.fresh),
+            "retained_checkpoints_seen": sorted(retained) or None,
+            "num_retained": incident.config.get(RETAINED_KEY) or "unset (1)",
+            "failed_over": failed_over,
+            "why": why,
+        }
+        return [self.finding(
+            cause, summary, evidence,
+            confidence=0.9 if run is not None else 0.65,
+            patches=self._patches(incident, cause, first, run, earlier, retained_all),
+            severity="failure" if failed_over else "warning",
+            notes=notes,
+            details={k: v for k, v in details.items() if v is not None},
+        )]
+
+    # -- evidence extraction
+
+    @staticmethod
+    def _collisions(incident: Incident) -> list[Collision]:
+        out: dict[tuple[str | None, int], Collision] = {}
+        for ev in incident.events:
+            text = ev.text
+            if not COLLISION_TEXT.search(text) and not ("_metadata" in text and "already exists" in text):
+                continue
+            m = COLLISION.search(text)
+            if not m:
+                continue
+            path = m["path"]
+            jm = JOB_IN_PATH.search(path)
+            fm = FAILED_FOR_JOB.search(ev.message)
+            job = jm["job"] if jm else fm["job"] if fm else None
+            key = (job, int(m["id"]))
+            out.setdefault(key, Collision(ev, int(m["id"]), job, path))  # one collision is logged more than once
+        return sorted(out.values(), key=lambda c: (c.event.ts or "", c.event.line))
+
+    def _classify(self, incident, collisions, run: JobRun | None, earlier: list[JobRun], history, retained):
+        first = collisions[0]
+        subdir = incident.config.get_bool(SUBDIR_KEY)
+        # The default keeps <dir>/<job-id>/chk-N: a full path without the job-id segment means it was turned off.
+        no_job_segment = bool(re.match(r"^(?:\w+:)?/", first.path)) and not JOB_IN_PATH.search(first.path)
+        if subdir is False or (subdir is None and no_job_segment):
+            where = incident.config.lookup(SUBDIR_KEY)
+            said = f"{where.key} is false ({where.source})" if where else "the path has no job-id directory"
+            return "shared-dir-without-job-subdir", (f"{said}, so {first.path} is shared by every job writing to "
+                                                     f"{first.base_dir}")
+        other_jm = _other_jobmanager_active(incident, first)
+        if other_jm:
+            return "concurrent-writers", (f"another JobManager ({other_jm}) ran job {first.job} at the same time and "
+                                          f"checkpointed into the same directory")
+        own_before = [a for a in history if a.job == first.job and a.outcome == "completed" and run is not None
+                      and (a.finished or "") >= (run.started or "") and (a.finished or "~") < (first.event.ts or "")]
+        if run is not None and run.restored_from is not None:
+            ahead = first.checkpoint_id - run.restored_from
+            if 0 < ahead <= 3 and not own_before:
+                where = run.restore_path or f"checkpoint {run.restored_from}"
+                return "restored-behind-newer-checkpoints", (
+                    f"the run restored from {where} and its next checkpoint chk-{first.checkpoint_id} already existed")
+        if run is not None and run.fresh and not own_before:
+            before = f"; an earlier run of the same job id is in these logs" if earlier else ""
+            kept = f" (chk-{', chk-'.join(map(str, sorted(retained)))} retained)" if retained else ""
+            return "job-id-reused", (f"the run of job {first.job} started without restoring, so its counter began at "
+                                     f"1 and chk-{first.checkpoint_id} of an earlier run with that id was still "
+                                     f"there{kept}{before}")
+        if own_before:
+            return "concurrent-writers", (f"the run had completed {len(own_before)} checkpoint(s) of its own before "
+                                          f"chk-{first.checkpoint_id} turned out to exist: someone else wrote it")
+        if len({c.checkpoint_id for c in collisions}) > 1 and run is not None and run.restored_from is not None:
+            return "concurrent-writers", "collisions repeat on several checkpoint numbers after the restore"
+        if first.checkpoint_id <= 3 or APPLICATION_MODE_JOB_ID.match(first.job or ""):
+            kind = _job_id_kind(first.job)
+            return "job-id-reused", (f"chk-{first.checkpoint_id} collided{' for the ' + kind if kind else ''}: a "
+                                     f"counter that starts over finds the checkpoints of an earlier run with that id")
+        return "concurrent-writers", (f"chk-{first.checkpoint_id} was written by someone else while this job "
+                                      f"was running (no restore or fresh start around it in these logs)")
+
+    # -- presentation
+
+    def _evidence(self, collisions, run, earlier, retained, threshold):
+        evs: list[Event] = []
+        notes: dict[int, str] = {}
+
+        def add(ev: Event | None, note: str) -> None:
+            if ev is not None and ev not in evs:
+                notes[len(evs)] = note
+                evs.append(ev)
+
+        first = collisions[0]
+        add(first.event, f"chk-{first.checkpoint_id}/_metadata already existed: the checkpoint could not be finalized")
+        for r in earlier[-1:]:
+            add(r.start_event, f"an earlier run of job {r.job} started here")
+        for ev in retained.values():
+            add(ev, "that run's checkpoint was retained in the directory")
+            break
+        if run is not None:
+            add(run.submitted or run.start_event, "the colliding run started here")
+            if run.restore_event is not None:
+                add(run.restore_event, f"…and restored from checkpoint {run.restored_from}")
+            elif run.fresh_event is not None:
+                add(run.fresh_event, "…without restoring any checkpoint: the counter starts at 1")
+        if threshold:
+            add(threshold[0], "the finalization failure exhausted the tolerable-failure threshold: the job failed over")
+        for c in collisions[1:3]:
+            add(c.event, f"chk-{c.checkpoint_id} collided too")
+        return evs, notes
+
+    def _summary(self, cause, why, collisions, failed_over, threshold) -> str:
+        first = collisions[0]
+        names = ", ".join(f"chk-{c.checkpoint_id}" for c in collisions[:5])
+        of_job = f" of job {first.job}" if first.job else ""
+        head = (f"Checkpoint metadata already existed for {names}{of_job} in {first.base_dir}, so the checkpoint "
+                f"could not be finalized. ")
+        tail = (f" The job failed over ({failovers(threshold) or 1} time(s))." if failed_over
+                else " The job kept running; the colliding checkpoint was lost.")
+        return head + f"Why: {self.cause(cause).summary} Evidence: {why}." + tail
+
+    # -- patches
+
+    def _patches(self, incident: Incident, cause: str, first: Collision, run: JobRun | None, earlier, retained):
+        cfg = incident.config
+        patches = []
+        # Concurrent writers run the same job: only a deployment identity (namespace, cluster id) tells them apart.
+        name = _deployment_name(incident, run, earlier, by_job_name=cause in ("job-id-reused",))
+        current_dir = (cfg.get(DIR_KEY) or first.base_dir).rstrip("/")
+        wants_own_dir = cause != "job-id-reused" or APPLICATION_MODE_JOB_ID.match(first.job or "")
+        reason = ("One checkpoint directory per deployment: two deployments (or two runs of a fixed application-mode "
+                  "job id) never write the same chk-N then.")
+        if wants_own_dir and name and not current_dir.endswith("/" + name):
+            patches.append(self.flink_patch(incident, DIR_KEY, current_dir + "/" + name, reason))
+        elif wants_own_dir and not name and cause != "shared-dir-without-job-subdir":
+            patches.append(self.ops_patch(
+                "checkpoint directory per deployment", reason + " These logs do not say what tells the deployments "
+                "apart (no Kubernetes namespace or cluster id), so pick the name per deployment.",
+                snippet=f"{DIR_KEY}: {current_dir}/<deployment-name>"))
+        if cause == "shared-dir-without-job-subdir":
+            patches.append(self.flink_patch(
+                incident, SUBDIR_KEY, "true", "Keep each job's checkpoints under <dir>/<job-id>/ so jobs sharing the "
+                                              "directory do not collide."))
+        retained_now = cfg.get_int(RETAINED_KEY) or 1
+        if cause in ("restored-behind-newer-checkpoints", "concurrent-writers") and retained_now > SEED_RETAINED:
+            patches.append(self.flink_patch(
+                incident, RETAINED_KEY, str(SEED_RETAINED),
+                f"{retained_now} retained checkpoints leave chk-N directories ahead of an older restore point; with "
+                f"{SEED_RETAINED} the restore point is the newest one."))
+        if cause == "job-id-reused":
+            last = max(retained) if retained else None
+            path = (retained[last].message if last is not None else None)
+            path = NOT_DISCARDED.search(path)["path"] if path and NOT_DISCARDED.search(path) else None
+            restore = path or f"{first.base_dir}/{first.job}/chk-<newest>"
+            patches.append(self.ops_patch(
+                "restore instead of starting over",
+                "A run that reuses a job id must resume from that id's newest retained checkpoint (its counter then "
+                "continues after it), or the old directory must be moved away before a fresh start.",
+                snippet=f"bin/flink run -s {restore} ...\n# or, to start fresh: move {first.base_dir}/{first.job} away first"))
+            patches.append(self.ops_patch(
+                "job id handling",
+                f"The job id {first.job} is {_job_id_kind(first.job) or 'reused across runs'}. Let each new "
+                f"submission get its own id (do not pin $internal.pipeline.job-id), or keep the "
+                f"fixed id only together with a directory of its own per deployment."))
+        if cause in ("concurrent-writers", "restored-behind-newer-checkpoints"):
+            patches.append(self.ops_patch(
+                "one writer per checkpoint directory",
+                "Give every deployment its own checkpoint storage (separate NFS mounts or prefixes) and never run two "
+                "deployments with the same HA cluster id / job id at once."))
+        return patches
+
+
+def _retained_ids(incident: Incident, job: str | None) -> dict[int, Event]:
+    out = {}
+    for ev, m in incident.find(NOT_DISCARDED):
+        if job is None or job in m["path"]:
+            out[int(m["id"])] = ev
+    return out
+
+
+def _job_id_kind(job: str | None) -> str | None:
+    if not job:
+        return None
+    if job == "0" * 32:
+        return "the fixed job id of application mode without HA (all zeros)"
+    if APPLICATION_MODE_JOB_ID.match(job):
+        return "the fixed job id that application mode derives from the HA cluster id"
+    return None
+
+
+def _finalize_failure(ev: Event) -> bool:
+    return "finalize" in ev.text.lower()
+
+
+def _other_jobmanager_active(incident: Incident, first: Collision) -> str | None:
+    """Another JobManager log that checkpointed the same job id around the collision."""
+    if not first.job or not first.event.ts:
+        return None
+    changes = job_state_changes(incident)
+    own = first.event.file
+    for c in changes:
+        if c.job == first.job and c.event.file != own and c.event.role == "jobmanager" and c.new == "RUNNING" \
+                and (c.ts or "~") <= first.event.ts:
+            ended = [d for d in changes if d.job == first.job and d.event.file == c.event.file
+                     and d.new in ("FINISHED", "CANCELED", "FAILED", "SUSPENDED") and (d.ts or "") >= (c.ts or "")]
+            if not ended or (ended[0].ts or "~") >= first.event.ts:
+                return c.event.host or "/".join(c.event.file.rsplit("/", 2)[-2:])
+    return None
+
+
+def _deployment_name(incident: Incident, run: JobRun | None, earlier: list[JobRun], by_job_name: bool) -> str | None:
+    cfg = incident.config
+    parts = [cfg.get(k) for k in ("kubernetes.namespace", "kubernetes.cluster-id")]
+    if parts[1]:
+        return _slug("-".join(p for p in parts if p))
+    for key in ("high-availability.cluster-id", "yarn.application.name"):
+        value = cfg.get(key)
+        if value and value.strip("/") not in ("default", ""):
+            return _slug(value)
+    if not by_job_name:
+        return None
+    name = (run.name if run else None) or next((r.name for r in reversed(earlier) if r.name), None)
+    return _slug(name) if name else None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "deployment"
