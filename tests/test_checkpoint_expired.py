@@ -137,7 +137,7 @@ def test_unaligned_key_is_rendered_for_the_version():
     old = render_config_diff(f.patches, None, (1, 15))
     new = render_config_diff(f.patches, None, (1, 20))
     assert "+execution.checkpointing.unaligned: true" in old
-    assert "+execution.checkpointing.alignment-timeout: 30 s" in old
+    assert "+execution.checkpointing.aligned-checkpoint-timeout: 30 s" in old  # the new name exists since 1.14
     assert "+execution.checkpointing.unaligned.enabled: true" in new  # config.yaml since 1.19: nested keys
     assert "aligned-checkpoint-timeout: 30 s" in new
 

@@ -69,7 +69,7 @@ def new_text(patches, cfg, version):
     ("taskmanager.network.memory.max", (1, 15), "taskmanager.memory.network.max"),
     ("taskmanager.memory.network.max", None, "taskmanager.memory.network.max"),
     ("execution.checkpointing.unaligned", (1, 20), "execution.checkpointing.unaligned.enabled"),
-    ("execution.checkpointing.unaligned.enabled", (1, 19), "execution.checkpointing.unaligned"),
+    ("execution.checkpointing.unaligned.enabled", (1, 16), "execution.checkpointing.unaligned"),
     ("state.checkpoint-storage", (1, 12), "state.checkpoint-storage"),  # older than every spelling
     ("execution.checkpointing.timeout", (1, 9), "execution.checkpointing.timeout"),
     ("not.a.known.key", (1, 20), "not.a.known.key"),

@@ -79,9 +79,10 @@ CONCEPTS: tuple[Concept, ...] = (
        "execution.checkpointing.approximate-local-recovery", default="false"),
     _c("checkpoint cleaner parallel mode", ("execution.checkpointing.cleaner.parallel-mode", V1_20),
        ("state.checkpoint.cleaner.parallel-mode", V1_19), default="true"),
-    _c("unaligned checkpoints", ("execution.checkpointing.unaligned.enabled", V1_20),
+    # introduction releases checked against the Flink jars of each line
+    _c("unaligned checkpoints", ("execution.checkpointing.unaligned.enabled", V1_17),
        "execution.checkpointing.unaligned", default="false"),
-    _c("aligned checkpoint timeout", ("execution.checkpointing.aligned-checkpoint-timeout", V1_20),
+    _c("aligned checkpoint timeout", ("execution.checkpointing.aligned-checkpoint-timeout", V1_14),
        "execution.checkpointing.alignment-timeout", default="0 s"),
     _c("checkpoints after tasks finish", ("execution.checkpointing.checkpoints-after-tasks-finish", V1_20),
        ("execution.checkpointing.checkpoints-after-tasks-finish.enabled", V1_14), default="true"),
