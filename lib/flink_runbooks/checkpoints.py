@@ -38,21 +38,28 @@ class CheckpointAttempt:
 
 def checkpoint_history(incident: Incident) -> list[CheckpointAttempt]:
     """One entry per checkpoint id (and job), in id order, with its outcome and the events that tell it."""
-    attempts: dict[tuple[str | None, int], CheckpointAttempt] = {}
+    attempts: list[CheckpointAttempt] = []
+    latest: dict[tuple[str | None, int], CheckpointAttempt] = {}
 
-    def get(cid: str, job: str | None) -> CheckpointAttempt:
+    def get(cid: str, job: str | None, trigger: bool = False) -> CheckpointAttempt:
         key = (job, int(cid))
-        if key not in attempts and job is None:
+        if key not in latest and job is None:
             # Decline lines before 1.15 do not always name the job: attach to the attempt with that id.
-            for (j, i), att in attempts.items():
+            for (_j, i), att in latest.items():
                 if i == int(cid):
                     return att
-        return attempts.setdefault(key, CheckpointAttempt(int(cid), job))
+        known = latest.get(key)
+        # A job id reused by a new run counts its checkpoints from 1 again: a new trigger of a finished id is a
+        # new attempt, not the old one.
+        if known is None or (trigger and known.outcome != "in progress"):
+            known = latest[key] = CheckpointAttempt(int(cid), job)
+            attempts.append(known)
+        return known
 
     for ev in incident.events:
         msg = ev.message
         if m := _TRIGGER.search(msg):
-            att = get(m["id"], m["job"])
+            att = get(m["id"], m["job"], trigger=True)
             att.triggered = att.triggered or ev.ts
             att.events.append(ev)
         elif m := _COMPLETED.search(msg):
@@ -79,7 +86,7 @@ def checkpoint_history(incident: Incident) -> list[CheckpointAttempt]:
                 att.finished = att.finished or ev.ts
             att.failure = att.failure or _deepest(ev)
             att.events.append(ev)
-    return sorted(attempts.values(), key=lambda a: (a.triggered or a.finished or "", a.checkpoint_id))
+    return sorted(attempts, key=lambda a: (a.triggered or a.finished or "", a.checkpoint_id))
 
 
 def _deepest(ev: Event) -> str | None:
