@@ -29,6 +29,8 @@ from .redact import redact_text, redact_value
 MAX_LINE_CHARS = 4096  # longer lines are cut before they leave the JVM
 LOG_NAME = re.compile(r"(?i)(\.(log|out|err|txt|json|jsonl|ndjson)(\.\d+)?|\.log\.\d{4}-\d{2}-\d{2}[\w.-]*|\.\d+)(\.gz)?$|^[^.]+$")
 CONFIG_NAMES = ("flink-conf.yaml", "flink-conf.yml", "config.yaml", "config.yml")
+# An example incident's own description of what it should diagnose: reading it as a log would be cheating.
+METADATA_NAMES = ("expected.json",)
 
 # Lines every incident needs whatever the detectors are: version banner, configuration, checkpoint lifecycle
 # (the timeline), job and task state changes (episodes), TaskManager identity and memory layout.
@@ -180,7 +182,9 @@ def _classify(uri: str, size: int, listed: ListedInputs, explicit: bool) -> None
     name = uri.rsplit("/", 1)[-1]
     if name.startswith(".") or name.startswith("_"):
         return
-    if name.lower() in CONFIG_NAMES:
+    if name.lower() in METADATA_NAMES and not explicit:
+        listed.skipped.append(_display(uri))
+    elif name.lower() in CONFIG_NAMES:
         listed.configs.append(uri)
     elif explicit or LOG_NAME.search(name):
         listed.logs.append((uri, size))

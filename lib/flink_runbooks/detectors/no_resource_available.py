@@ -1,0 +1,300 @@
+"""``NoResourceAvailableException``: the job asked for more slots than the cluster could give in time."""
+from __future__ import annotations
+
+import math
+import re
+
+from .. import cluster
+from ..episodes import JOB_STATE
+from ..model import Event, Finding, Incident, RootCause
+from ..units import format_duration
+from .base import Detector
+
+_NO_RESOURCE = re.compile(
+    r"NoResourceAvailableException|Could not acquire the minimum required resources|"
+    r"Slot request bulk is not fulfillable|Could not allocate the required slot within slot request timeout|"
+    r"Could not allocate all requires slots within timeout|Not enough resources available for scheduling")
+_STATUS = re.compile(r"(?i)registered TMs: (?P<tms>\d+), registered slots: (?P<slots>\d+),? free slots: (?P<free>\d+)")
+_REQUIREMENTS = re.compile(r"Received resource requirements from job (?P<job>\w+): \[(?P<reqs>.*)\]")
+_REQUIRED_SLOTS = re.compile(r"numberOfRequiredSlots=(?P<n>\d+)")
+_PROFILE = re.compile(r"resourceProfile=ResourceProfile\{(?P<profile>[^}]*)\}")
+_LEGACY_COUNTS = re.compile(r"Slots required: (?P<required>\d+), slots allocated: (?P<allocated>\d+)")
+_NOT_FULFILLED = re.compile(r"Could not fulfill resource requirements of job (?P<job>\w+)\. Free slots: (?P<free>\d+)")
+_PARALLELISM = re.compile(r"\((?P<i>\d+)/(?P<n>\d+)\)")
+_WORKER_REQUEST = re.compile(r"Requesting new worker with resource spec|Requesting new TaskExecutor container|"
+                             r"Creating new TaskManager pod")
+_MATCHING = re.compile(r"Matching resource requirements against available resources")
+_DEFAULT_TIMEOUT_MS = 300_000  # slot.request.timeout and the adaptive scheduler's resource-wait-timeout
+
+
+class NoResourceAvailable(Detector):
+    slug = "no-resource-available"
+    title = "Not enough task slots for the job (NoResourceAvailableException)"
+    category = "cluster"
+    meaning = ("The scheduler could not get the slots the job needs before slot.request.timeout (or the adaptive "
+               "scheduler's resource-wait-timeout): too few TaskManagers/slots for the parallelism, or none at all.")
+    exception_classes = ("org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException",)
+    versions = "1.5 – 2.x (wording per scheduler generation: ≤1.9 legacy, 1.10–1.12 bulk, 1.13+ declarative/adaptive)"
+    layer = 1
+    signatures = (
+        r"NoResourceAvailableException",
+        r"Could not acquire the minimum required resources",
+        r"Could not fulfill resource requirements of job",
+        r"Slot request bulk is not fulfillable",
+        r"Could not allocate the required slot within slot request timeout",
+        r"Could not allocate all requires slots within timeout",
+        r"Not enough resources available for scheduling",
+        r"Received resource requirements from job",
+        r"Matching resource requirements against available resources",
+        r"^\s*(?:Missing|Current) resources:",
+        r"^\s+\(none\)\s*$",
+        r"^\s+TaskManager \S+\s*$",
+        r"^\s+ResourceRequirement\{.*numberOfRequiredSlots=\d+",
+        r"Requesting new worker with resource spec|Requesting new TaskExecutor container|Creating new TaskManager pod",
+        r"Registering TaskManager with ResourceID ",
+        r"Failed to go from \w+ to \w+ because",
+        r"reached (?:globally )?terminal state FAILED",
+    )
+    root_causes = (
+        RootCause("parallelism-exceeds-slots", "The job needs more slots than all registered TaskManagers offer.",
+                  "Required slots (numberOfRequiredSlots / the highest parallelism) above 'registered slots'."),
+        RootCause("slots-held-by-other-jobs", "The cluster has enough slots in total, but other jobs hold them.",
+                  "'registered slots' ≥ required while 'free slots' < required (a session cluster)."),
+        RootCause("no-taskmanagers", "No TaskManager was registered at all, so no slot could be offered.",
+                  "'registered TMs: 0' / 'Current resources: (none)' / no 'Registering TaskManager' line."),
+        RootCause("workers-not-provisioned", "The ResourceManager asked YARN/Kubernetes for TaskManagers that never "
+                  "came up (quota, queue full, pods Pending, image or scheduling problems).",
+                  "'Requesting new worker …' / 'Creating new TaskManager pod …' without a matching registration."),
+        RootCause("resource-profile-unfulfillable", "Fine-grained resource requirements ask for more than any "
+                  "TaskManager can offer in one slot.",
+                  "A requirement with an explicit ResourceProfile{cpuCores=…, taskHeapMemory=…} while slots exist."),
+        RootCause("capacity-not-in-logs", "Slots were missing, but the logs do not show how many were required or "
+                  "registered.", "Only the exception is present (an excerpt or a client log)."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        failures = [ev for ev in incident.events if _NO_RESOURCE.search(ev.text)]
+        if not failures:
+            return []
+        first = failures[0]
+        numbers = _capacity(incident, first)
+        cause = _classify(numbers)
+        evidence = [first] + [ev for ev in numbers.pop("_evidence") if ev is not first]
+        notes = {0: "the scheduler gave up waiting for slots"}
+        for i, ev in enumerate(evidence[1:], 1):
+            notes[i] = _note(ev)
+        summary = self._summary(cause, numbers)
+        return [self.finding(cause, summary, evidence, notes=notes,
+                             confidence=0.5 if cause == "capacity-not-in-logs" else 0.85,
+                             patches=self._patches(incident, cause, numbers), details=numbers)]
+
+    def _summary(self, cause: str, n: dict) -> str:
+        have = []
+        if n.get("required_slots") is not None:
+            have.append(f"the job needs {n['required_slots']} slot(s)")
+        if n.get("cluster_taskmanagers") is not None:
+            have.append(f"the cluster had {n['cluster_taskmanagers']} TaskManager(s)"
+                        + (f" with {n['cluster_slots']} slot(s)" if n.get("cluster_slots") is not None else ""))
+        if n.get("cluster_free_slots") is not None:
+            have.append(f"{n['cluster_free_slots']} of them free")
+        if n.get("job_got_slots") is not None:
+            have.append(f"the job got {n['job_got_slots']}")
+        numbers = (", ".join(have)[0].upper() + ", ".join(have)[1:] + ". ") if have else ""
+        timeout = f" The scheduler waited {n['waited']} ({n['timeout_key']})." if n.get("waited") else ""
+        return f"{self.cause(cause).summary} {numbers}".strip() + timeout
+
+    def _patches(self, incident: Incident, cause: str, n: dict):
+        patches = []
+        required, tms = n.get("required_slots"), n.get("cluster_taskmanagers") or n.get("job_pool_taskmanagers")
+        per_tm = n.get("slots_per_taskmanager") or 1
+        if cause == "parallelism-exceeds-slots" and required:
+            if tms:
+                wanted = math.ceil(required / tms)
+                patches.append(self.flink_patch(
+                    incident, "taskmanager.numberOfTaskSlots", str(wanted),
+                    f"{tms} TaskManager(s) × {wanted} slot(s) ≥ the {required} slot(s) the job needs. More slots "
+                    f"per TaskManager share its memory and CPU: check the TaskManager's size."))
+                available = n.get("cluster_slots") or tms * per_tm
+                patches.append(self.flink_patch(
+                    incident, "parallelism.default", str(available),
+                    f"Or run the job with the {available} slot(s) there are (a -p on the command line or "
+                    f"setParallelism in the code overrides this key)."))
+            missing_tms = math.ceil(required / per_tm) - (tms or 0)
+            patches.append(self.ops_patch(
+                "add TaskManagers",
+                f"Or keep {per_tm} slot(s) per TaskManager and run {missing_tms} more TaskManager(s) "
+                f"({math.ceil(required / per_tm)} in total).",
+                snippet=f"kubectl scale deployment <cluster>-taskmanager --replicas={math.ceil(required / per_tm)}\n"
+                        f"# standalone: add {missing_tms} host(s) to conf/workers and run bin/taskmanager.sh start"))
+        if cause == "slots-held-by-other-jobs" and required:
+            free = n.get("cluster_free_slots") if n.get("cluster_free_slots") is not None else (n.get("job_got_slots") or 0)
+            patches.append(self.ops_patch(
+                "free or add slots",
+                f"Other jobs hold the cluster's slots ({free} free of {n.get('cluster_slots')}, {required} "
+                f"needed): stop or move a job, or add {math.ceil((required - free) / per_tm)} TaskManager(s).",
+                snippet="flink list -r   # running jobs and who holds the slots"))
+        if cause in ("no-taskmanagers", "workers-not-provisioned"):
+            what = ("The ResourceManager requested TaskManagers that never registered: check the pods/containers "
+                    "(Pending, quota, image pull, YARN queue) and the TaskManagers' own logs."
+                    if cause == "workers-not-provisioned" else
+                    "No TaskManager registered: start them, or read their logs for why they did not start or could "
+                    "not reach the JobManager (see tm-registration-timeout / tm-memory-misconfiguration).")
+            patches.append(self.ops_patch(
+                "bring TaskManagers up", what,
+                snippet="kubectl get pods -l component=taskmanager; kubectl describe pod <pending taskmanager pod>\n"
+                        "curl -s http://<jobmanager>:8081/overview   # taskmanagers, slots-total, slots-available"))
+            key = n["timeout_key"]
+            current = n.get("timeout_ms") or _DEFAULT_TIMEOUT_MS
+            if current < _DEFAULT_TIMEOUT_MS or cause == "workers-not-provisioned":
+                proposed = max(_DEFAULT_TIMEOUT_MS, 2 * current)
+                value = (format_duration(proposed) if key.startswith("jobmanager.adaptive")
+                         else cluster.duration_value(proposed, incident.version_tuple))
+                patches.append(self.flink_patch(
+                    incident, key, value,
+                    f"Give starting TaskManagers time to register (waited {format_duration(current)}); this only "
+                    f"helps when TaskManagers are on their way."))
+        if cause == "resource-profile-unfulfillable":
+            patches.append(self.ops_patch(
+                "match requirements to TaskManagers",
+                f"The job asks for {n.get('requested_profile')} per slot: lower the slot sharing group's resources "
+                f"(SlotSharingGroup.newBuilder(...).setCpuCores/...TaskHeapMemory) or start bigger TaskManagers."))
+        if cause == "capacity-not-in-logs":
+            patches.append(self.ops_patch(
+                "compare required and available slots",
+                "The highest operator parallelism (per slot sharing group) must not exceed the free slots.",
+                snippet="curl -s http://<jobmanager>:8081/overview   # slots-total, slots-available\n"
+                        "curl -s http://<jobmanager>:8081/jobs/<job id>/plan | grep -o '\"parallelism\":[0-9]*' | sort -u"))
+        return patches
+
+
+def _capacity(incident: Incident, first: Event) -> dict:
+    """Required slots, what the job's slot pool got, and what the cluster has, from the best line each number has.
+
+    The slot pool status of DeclarativeSlotPoolBridge (``Registered TMs: a, registered slots: b free slots: c``)
+    counts what *this job* was given; the cluster's TaskManagers come from the ResourceManager's registrations, its
+    'Current resources' list (1.18+) or 'Free slots' of the slot manager.
+    """
+    cfg = incident.config
+    adaptive = (cfg.get("jobmanager.scheduler") or "").lower() == "adaptive" or "Not enough resources available" in first.text
+    key = "jobmanager.adaptive-scheduler.resource-wait-timeout" if adaptive else "slot.request.timeout"
+    out: dict = {"scheduler": "adaptive" if adaptive else "default", "timeout_key": key,
+                 "timeout_ms": cfg.get_duration_ms(key), "slots_per_taskmanager": cfg.get_int("taskmanager.numberOfTaskSlots", 1)}
+    evidence: list[Event] = []
+    before = [ev for ev in incident.events if not (first.ts and ev.ts and ev.ts > first.ts)]
+    status = next((ev for ev in reversed(before) if _STATUS.search(ev.text)), None)
+    if status:
+        m = _STATUS.search(status.text)
+        out.update(job_pool_taskmanagers=int(m["tms"]), job_got_slots=int(m["slots"]))
+        evidence.append(status)
+    legacy = next((ev for ev in before if _LEGACY_COUNTS.search(ev.text)), None)
+    if legacy:
+        m = _LEGACY_COUNTS.search(legacy.text)
+        # The legacy scheduler counts what it could allocate when it gave up: every slot the cluster had free.
+        out.update(required_slots=int(m["required"]), job_got_slots=int(m["allocated"]), legacy_counts=True)
+    job = _failing_job(incident, first, before)
+    requested = [ev for ev in before if _REQUIREMENTS.search(ev.message)
+                 and job in (None, _REQUIREMENTS.search(ev.message)["job"])]
+    if requested and "required_slots" not in out:
+        best = max(requested, key=lambda ev: _slots(_REQUIREMENTS.search(ev.message)["reqs"]))
+        reqs = _REQUIREMENTS.search(best.message)["reqs"]
+        out["required_slots"] = _slots(reqs)
+        profiles = [p for p in _PROFILE.findall(reqs) if p != "UNKNOWN"]
+        if profiles:
+            out["requested_profile"] = f"ResourceProfile{{{profiles[0]}}}"
+        evidence.append(best)
+    not_fulfilled = next((ev for ev in reversed(before) if _NOT_FULFILLED.search(ev.message)), None)
+    if not_fulfilled:
+        out["cluster_free_slots"] = int(_NOT_FULFILLED.search(not_fulfilled.message)["free"])
+        evidence.append(not_fulfilled)
+    matching = next((ev for ev in reversed(before) if _MATCHING.search(ev.message)), None)
+    if matching:
+        body = [b.strip() for b in matching.body]
+        if "Current resources:" in body:
+            listed = body[body.index("Current resources:") + 1:]
+            out["cluster_taskmanagers"] = 0 if "(none)" in listed else len([b for b in listed if b.startswith("TaskManager ")])
+        if "required_slots" not in out:
+            counts = [int(m["n"]) for b in body for m in [_REQUIRED_SLOTS.search(b)] if m]
+            if counts:
+                out["required_slots"] = sum(counts)
+        evidence.append(matching)
+    if "required_slots" not in out:
+        parallelism = [int(m["n"]) for ev in incident.events for m in _PARALLELISM.finditer(ev.message)]
+        if parallelism:
+            out["required_slots"] = max(parallelism)
+    inv = cluster.inventory(incident)
+    registered = [tm for tm in inv.taskmanagers.values() if any(r and r <= (first.ts or "~") for r in tm.registered)]
+    lost = [tm for tm in registered if any(not l.orderly and (l.ts or "") <= (first.ts or "~") for l in tm.losses)]
+    if "cluster_taskmanagers" not in out and (registered or _jobmanager_log_from_start(incident)):
+        out["cluster_taskmanagers"] = len(registered) - len(lost)
+    if lost:
+        out["lost_before"] = [tm.tm_id for tm in lost]
+    if out.get("cluster_taskmanagers") is not None:
+        out["cluster_slots"] = out["cluster_taskmanagers"] * out["slots_per_taskmanager"]
+    workers = [ev for ev in before if _WORKER_REQUEST.search(ev.message)]
+    if workers:
+        out["workers_requested"] = len(workers)
+        evidence.append(workers[0])
+    waited = cluster.seconds_between(requested[0].ts if requested else None, first.ts)
+    if waited is not None:
+        out["waited"] = format_duration(round(waited) * 1000)
+    out["_evidence"] = evidence
+    return out
+
+
+def _failing_job(incident: Incident, first: Event, before: list[Event]) -> str | None:
+    """The job whose slot requests failed: the one that goes FAILING/RESTARTING right after, else the one the slot
+    manager could not serve, else the last one that asked."""
+    for ev in incident.events:
+        if first.ts and ev.ts and ev.ts >= first.ts:
+            m = JOB_STATE.search(ev.message)
+            if m and m["to"] in ("FAILING", "RESTARTING", "FAILED"):
+                return m["job"]
+            if cluster.seconds_between(first.ts, ev.ts) > 60:
+                break
+    for rx in (_NOT_FULFILLED, _REQUIREMENTS):
+        m = next((m for ev in reversed(before) for m in [rx.search(ev.message)] if m), None)
+        if m:
+            return m["job"]
+    return None
+
+
+def _slots(reqs: str) -> int:
+    return sum(int(n) for n in _REQUIRED_SLOTS.findall(reqs))
+
+
+def _jobmanager_log_from_start(incident: Incident) -> bool:
+    """The JobManager's log covers the cluster's start, so a missing registration line means none happened."""
+    return any(ev.role == "jobmanager" and re.search(r"Starting \w+(?:Entrypoint|EntryPoint) \(Version", ev.message)
+               for ev in incident.events)
+
+
+def _classify(n: dict) -> str:
+    required, tms, slots = n.get("required_slots"), n.get("cluster_taskmanagers"), n.get("cluster_slots")
+    if tms == 0 or (tms is None and n.get("job_pool_taskmanagers") == 0 and n.get("workers_requested")):
+        return "workers-not-provisioned" if n.get("workers_requested") else "no-taskmanagers"
+    if required is None:
+        return "capacity-not-in-logs"
+    if slots is None and n.get("job_got_slots") is not None and (n.get("job_pool_taskmanagers") or n.get("legacy_counts")):
+        slots = n["job_got_slots"]  # the job got slots from every TaskManager there was: a lower bound
+    if slots is None:
+        return "capacity-not-in-logs"
+    if n.get("requested_profile") and slots >= required:
+        return "resource-profile-unfulfillable"
+    if slots < required:
+        return "parallelism-exceeds-slots"
+    got = n.get("job_got_slots")
+    if n.get("cluster_free_slots") is not None and n["cluster_free_slots"] < required or (got is not None and got < required):
+        return "slots-held-by-other-jobs"
+    return "capacity-not-in-logs"
+
+
+def _note(ev: Event) -> str:
+    if _STATUS.search(ev.text):
+        return "slot pool status when the request failed"
+    if _REQUIREMENTS.search(ev.message):
+        return "what the job asked for"
+    if _MATCHING.search(ev.message):
+        return "the ResourceManager's view: missing and current resources"
+    if _WORKER_REQUEST.search(ev.message):
+        return "the ResourceManager asked for a new TaskManager"
+    return ""

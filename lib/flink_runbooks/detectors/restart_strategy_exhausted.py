@@ -1,0 +1,225 @@
+"""``JobException: Recovery is suppressed by …RestartBackoffTimeStrategy``: the job FAILED because restarts ran out."""
+from __future__ import annotations
+
+import re
+
+from .. import cluster
+from ..checkpoints import checkpoint_history
+from ..episodes import JOB_STATE, RECOVERY_SUPPRESSED, episodes, fault_text, is_secondary
+from ..model import Event, Finding, Incident, RootCause
+from ..units import format_duration
+from .base import Detector
+
+# Faults that come from the environment and may pass: a bigger budget can ride them out.
+_INFRASTRUCTURE = re.compile(
+    rf"{cluster.LOSS_CAUSE.pattern}|RemoteTransportException|PartitionNotFoundException|NoResourceAvailableException|"
+    r"TimeoutException|AskTimeoutException|ConnectException|Connection refused|Connection reset|UnknownHostException|"
+    r"SocketTimeoutException|lost leadership|RecipientUnreachableException|Disconnect from JobManager|"
+    r"TaskManager .* (?:lost|released)|Container (?:released|killed|preempted)|Pod .* (?:deleted|evicted)")
+_VOLATILE = re.compile(r"\b[0-9a-f]{8,}\b|\d+(?:\.\d+)?|'[^']*'|\"[^\"]*\"|@[0-9a-f]+|/[\w./-]+")
+
+
+class RestartStrategyExhausted(Detector):
+    slug = "restart-strategy-exhausted"
+    title = "Restart strategy exhausted: the job FAILED"
+    category = "cluster"
+    meaning = ("The restart strategy refused another restart ('Recovery is suppressed by …'), so the job went to "
+               "FAILED and stays there until someone resubmits it; the reason is the fault that kept recurring.")
+    exception_classes = ("org.apache.flink.runtime.JobException",)
+    versions = "1.10 – 2.x (RestartBackoffTimeStrategy names since 1.10; exponential-delay the default since 1.19)"
+    layer = 2
+    signatures = (
+        r"Recovery is suppressed by \w+",
+        r"Using restart back ?off time strategy",
+        r"Restoring job \w+ from",
+    )
+    root_causes = (
+        RootCause("same-fault-every-attempt", "Every attempt failed with the same fault: restarting cannot help, "
+                  "the code, the data or the setting behind that fault must change.",
+                  "The first fault of every restart episode is the same exception (numbers aside)."),
+        RootCause("restart-budget-too-small", "Transient or infrastructure faults used up a restart budget that is "
+                  "too small for a long-running job.",
+                  "The episodes fail with lost TaskManagers, timeouts or different faults, and the strategy is "
+                  "fixed-delay/failure-rate with a few attempts."),
+        RootCause("no-restart-strategy", "No restarts were allowed (restart strategy 'none', or checkpointing off "
+                  "with no strategy configured): the first fault failed the job.",
+                  "'Recovery is suppressed by NoRestartBackoffTimeStrategy'."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        suppressed = [ev for ev in incident.events if RECOVERY_SUPPRESSED.search(ev.text)]
+        if not suppressed:
+            return []
+        final = suppressed[0]
+        job = _job_of(final)
+        eps = [ep for ep in episodes(incident) if job is None or ep.job in (None, job)]
+        ended = next((i for i, ep in enumerate(eps) if ep.suppressed is not None or ep.outcome == "failed"), None)
+        eps = eps[: ended + 1] if ended is not None else eps
+        faults = [(ep, ep.first_fault) for ep in eps if ep.first_fault is not None] or [(None, final)]
+        named = [(ep, ev, fault_text(ev), _normalise(fault_text(ev))) for ep, ev in faults]
+        strategy = cluster.restart_strategy(incident)
+        distinct = sorted({n for *_, n in named})
+        infrastructure = any(_INFRASTRUCTURE.search(text) or is_secondary(ev) for _, ev, text, _ in named)
+        if strategy.kind == "none":
+            cause = "no-restart-strategy"
+        elif len(distinct) == 1 and not infrastructure:
+            cause = "same-fault-every-attempt"
+        else:
+            cause = "restart-budget-too-small"
+        recurring = named[-1][2]
+        runbook = _runbook_for(self, recurring)
+        times = [ep.start if ep else ev.ts for ep, ev, *_ in named]
+        restarts = sum(1 for ep in eps if ep.outcome == "restarting")
+        span = cluster.seconds_between(times[0], times[-1]) if len(times) > 1 else None
+        details = {
+            "strategy": strategy.describe(),
+            "strategy_parameters": strategy.args,
+            "strategy_source": strategy.source + (" (set in the job's code)" if strategy.set_in_code else ""),
+            "restarts_before_failing": restarts,
+            "failure_episodes": len(named),
+            "distinct_faults": len(distinct),
+            "faults": [{"at": t, "fault": text[:300]} for t, (_, _, text, _) in zip(times, named)],
+            "recurring_fault": recurring[:300],
+            "recurring_fault_runbook": runbook,
+            "failed_at": final.ts,
+        }
+        if span is not None:
+            details["trouble_span"] = format_duration(round(span) * 1000)
+        evidence = [final] + [ev for _, ev, *_ in named[:3] if ev is not final]
+        notes = {0: "the restart strategy refused another restart: the job is FAILED"}
+        for i in range(1, len(evidence)):
+            notes[i] = f"first fault of failure episode {i}"
+        return [self.finding(
+            cause, self._summary(cause, strategy, final, named, distinct, restarts, span, runbook), evidence,
+            notes=notes, confidence=0.9 if len(named) > 1 or cause == "no-restart-strategy" else 0.7,
+            patches=self._patches(incident, cause, strategy, times, infrastructure, recurring, runbook, job),
+            details=details)]
+
+    def _summary(self, cause, strategy, final, named, distinct, restarts, span, runbook) -> str:
+        head = (f"The job FAILED{' at ' + final.ts if final.ts else ''}: recovery was suppressed by "
+                f"{strategy.describe()} after {restarts} restart(s)"
+                + (f" over {format_duration(round(span) * 1000)}" if span else "") + ". ")
+        recurring = named[-1][2].rstrip(".")
+        if cause == "same-fault-every-attempt":
+            fault = f"All {len(named)} attempt(s) failed with the same fault: {recurring}."
+        elif cause == "no-restart-strategy":
+            fault = f"The first fault failed the job: {recurring}."
+        else:
+            fault = (f"The attempts failed with {len(distinct)} different fault(s); the last: {recurring}."
+                     if len(distinct) > 1 else f"Every attempt failed with {recurring}.")
+        where = (f" That fault is the subject of the {runbook} runbook, which is the root cause of this incident."
+                 if runbook else "")
+        after = (" Once the strategy is exhausted Flink does not try again: the job stays FAILED until it is "
+                 "resubmitted (from its last retained checkpoint) by hand or by automation.")
+        return head + self.cause(cause).summary + " " + fault + where + after
+
+    def _patches(self, incident: Incident, cause: str, strategy: cluster.RestartStrategy, times: list,
+                 infrastructure: bool, recurring: str, runbook: str | None, job: str | None):
+        patches = []
+        if cause == "same-fault-every-attempt":
+            patches.append(self.ops_patch(
+                "fix the recurring fault",
+                f"Restarting replays the same input into the same code and fails the same way ({recurring[:200]}). "
+                + (f"Follow the {runbook} runbook. " if runbook else
+                   "Fix the code or the data (a poison record: skip/route it to a side output), then resubmit. ")
+                + "A bigger restart budget would only delay the FAILED state."))
+        else:
+            budget = cluster.restart_budget(incident, times, infrastructure=infrastructure)
+            if strategy.set_in_code:
+                patches.append(self.code_patch("restart strategy in the job's code", _code_snippet(incident, budget),
+                                               "The job's code sets its own restart strategy, which overrides the "
+                                               "configuration file: change it there."))
+            for key, value, reason in budget:
+                patches.append(self.flink_patch(incident, key, value, reason))
+        if cause == "no-restart-strategy" and not cluster.checkpointing_enabled(incident):
+            patches.append(self.flink_patch(
+                incident, "execution.checkpointing.interval", "1 min",
+                "Without checkpoints a restarted job starts from scratch (state lost, sources rewound to their "
+                "start offsets); checkpointing also makes Flink restart by default."))
+        retention = (incident.config.get("execution.checkpointing.externalized-checkpoint-retention") or
+                     "NO_EXTERNALIZED_CHECKPOINTS").upper()
+        if cluster.checkpointing_enabled(incident) and retention == "NO_EXTERNALIZED_CHECKPOINTS":
+            patches.append(self.flink_patch(
+                incident, "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
+                "Non-externalized checkpoints are deleted when the job FAILS; retained ones let you resubmit from "
+                "where it stopped."))
+        patches.append(self.ops_patch("resubmit the job", _resubmit_reason(incident),
+                                      snippet=_resubmit_snippet(incident, job)))
+        return patches
+
+
+def _job_of(ev: Event) -> str | None:
+    m = JOB_STATE.search(ev.message) or re.search(r"\b([0-9a-f]{32})\b", ev.message)
+    if not m:
+        return None
+    return m["job"] if "job" in m.groupdict() else m.group(1)
+
+
+def _normalise(text: str) -> str:
+    """A fault without the numbers, ids, paths and quoted values that change from one attempt to the next."""
+    return _VOLATILE.sub("#", text).strip()
+
+
+def _runbook_for(me: Detector, fault: str) -> str | None:
+    """The runbook (other than the umbrella ones) whose signature or exception class names this fault."""
+    from . import all_detectors
+
+    best = None
+    for d in all_detectors():
+        if d.slug == me.slug or d.layer >= 2:
+            continue
+        starts = [m.start() for sig in d.signatures for m in [re.search(sig, fault)] if m]
+        cls = fault.split(":", 1)[0].strip()
+        if not starts and cls in d.exception_classes and cls.rsplit(".", 1)[-1] not in ("TimeoutException", "IOException"):
+            starts = [len(fault)]
+        if starts:
+            rank = (min(starts), cls not in d.exception_classes, d.layer)
+            if best is None or rank < best[0]:
+                best = (rank, d.slug)
+    return best[1] if best else None
+
+
+def _resubmit_reason(incident: Incident) -> str:
+    history = [a for a in checkpoint_history(incident) if a.outcome == "completed"]
+    last = f" The last completed checkpoint in these logs is {history[-1].checkpoint_id}." if history else ""
+    return ("After the strategy is exhausted nothing restarts the job. Resubmit it from its last retained "
+            "checkpoint (or a savepoint) once the cause is fixed, or automate it: the Flink Kubernetes Operator "
+            "redeploys FAILED jobs with kubernetes.operator.job.restart.failed: true, other platforms can watch "
+            "GET /jobs/<id> for state FAILED." + last)
+
+
+def _resubmit_snippet(incident: Incident, job: str | None) -> str:
+    history = [a for a in checkpoint_history(incident) if a.outcome == "completed"]
+    restored = next((m.group(1) for ev in reversed(incident.events)
+                     for m in [re.search(r"Restoring job \w+ from Checkpoint \d+ .* located at (\S+?)\.?$", ev.message)]
+                     if m), None)
+    ckpt_dir = incident.config.get("execution.checkpointing.dir") or "<checkpoint dir>"
+    path = (f"{ckpt_dir.rstrip('/')}/{job or '<job id>'}/chk-{history[-1].checkpoint_id}" if history
+            else restored or f"{ckpt_dir.rstrip('/')}/{job or '<job id>'}/chk-<n>")
+    return (f"# the newest retained checkpoint of the failed job\nls -d {path.replace('file://', '').replace('file:', '')}\n"
+            f"flink run -s {path} <your usual arguments> <job jar>")
+
+
+def _code_snippet(incident: Incident, budget: list[tuple[str, str, str]]) -> str:
+    values = {k.rsplit(".", 1)[-1]: v for k, v, _ in budget}
+    v = incident.version_tuple
+    if values.get("type") == "fixed-delay":
+        return (f"env.setRestartStrategy(RestartStrategies.fixedDelayRestart({values['attempts']}, "
+                f"Time.of({values['delay'].split()[0]}, TimeUnit.SECONDS)));")
+    if v and tuple(v[:2]) >= (1, 19):
+        pairs = ",\n".join(f'    "{k}", "{val}"' for k, val, _ in budget)
+        return (f"Configuration conf = Configuration.fromMap(Map.of(\n{pairs}));\n"
+                "StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);")
+    return ("env.setRestartStrategy(RestartStrategies.exponentialDelayRestart(\n"
+            f"    Time.of({_seconds(values['initial-backoff'])}, TimeUnit.SECONDS),  // initial backoff\n"
+            f"    Time.of({_seconds(values['max-backoff'])}, TimeUnit.SECONDS),  // max backoff\n"
+            f"    {values['backoff-multiplier']},  // multiplier\n"
+            "    Time.of(1, TimeUnit.HOURS),  // reset backoff threshold\n"
+            "    0.1));  // jitter")
+
+
+def _seconds(duration: str) -> int:
+    from ..units import parse_duration_ms
+
+    return (parse_duration_ms(duration) or 0) // 1000
+

@@ -1,0 +1,361 @@
+"""A TaskManager disappeared while the job ran: which one, when, and why it went away."""
+from __future__ import annotations
+
+import re
+
+from .. import cluster
+from ..cluster import LOSS_CAUSE, Inventory, Loss, LossContext, TaskManager
+from ..episodes import RECOVERY_SUPPRESSED, TASK_FAILED
+from ..memory import MemoryConfigError, grow_pool
+from ..model import Event, Finding, Incident, RootCause
+from ..units import format_duration
+from .base import Detector
+
+_FAILURE_RECORD = re.compile(rf"{TASK_FAILED.pattern}|switched from state \w+ to (?:FAILING|RESTARTING|FAILED)|"
+                             r"Trying to recover from a global failure|reached terminal state FAILED")
+_RECOVERED = re.compile(r"switched from state RESTARTING to RUNNING")
+_RELATED = {"killed-for-memory": "container-memory-exceeded / oom-java-heap / oom-direct-memory / oom-metaspace",
+            "tm-unresponsive": "tm-heartbeat-timeout"}
+
+
+class TaskManagerLost(Detector):
+    slug = "taskmanager-lost"
+    title = "TaskManager lost while the job was running"
+    category = "cluster"
+    meaning = ("A TaskManager process went away (killed, crashed, its node lost, cut off, or stopped) while it ran "
+               "tasks of the job, so the job failed over; peers report it as 'Connection unexpectedly closed by "
+               "remote task manager'.")
+    exception_classes = (
+        "org.apache.flink.runtime.io.network.netty.exception.RemoteTransportException",
+        "org.apache.flink.runtime.jobmaster.JobMasterException",
+        "org.apache.flink.util.FlinkExpectedException",
+    )
+    versions = "1.5 – 2.x (the peer message names the lost TaskManager's resource id since 1.15/1.16)"
+    layer = 1
+    signatures = cluster.LOSS_SIGNATURES + (
+        r"Using restart back ?off time strategy",
+        r"The TaskExecutor is shutting down",
+        r"OOMKilled|exitCode=13[79]|[Ee]xit [Cc]ode:? ?13[79]",
+        r"beyond (?:the )?'?PHYSICAL'? memory limit|running beyond physical memory limits",
+        r"Container released on a \*lost\* node",
+    )
+    root_causes = (
+        RootCause("killed-for-memory", "The TaskManager was killed for memory: its container exceeded its limit or "
+                  "the JVM ran out of memory. The memory runbook is the root cause; this loss is its consequence.",
+                  "OOMKilled / exit code 137 / 'beyond physical memory limits' / OutOfMemoryError for that "
+                  "TaskManager before it was lost."),
+        RootCause("process-killed", "The TaskManager process was killed or crashed (kill -9, the kernel OOM killer, "
+                  "a container kill, a JVM crash).",
+                  "Its own log just ends before the loss: no 'RECEIVED SIGNAL' / 'Stopping TaskExecutor' line and "
+                  "nothing after; or the cluster manager reports exit code 137/143."),
+        RootCause("node-lost", "The machine, VM or pod host went away with every TaskManager on it.",
+                  "All TaskManagers of one host lost at the same moment, or 'lost node' / eviction / preemption "
+                  "diagnostics from YARN or Kubernetes."),
+        RootCause("network-partition", "The TaskManager kept running but the JobManager and its peers could not "
+                  "reach it.",
+                  "Its own log continues after the loss and shows connection failures to the JobManager / "
+                  "ResourceManager, without a silent gap."),
+        RootCause("tm-unresponsive", "The TaskManager was alive but stopped answering (long GC pause, frozen or "
+                  "starved JVM) and was declared dead; see tm-heartbeat-timeout.",
+                  "Its own log is silent across the loss, then reports its own heartbeat timeouts to the "
+                  "JobManager/ResourceManager when it resumes."),
+        RootCause("stopped-while-running", "The TaskManager was shut down in an orderly way (SIGTERM from a "
+                  "scale-down, a node drain, a rolling restart) while it still ran tasks of the job.",
+                  "'The TaskExecutor is shutting down' as the task failure cause, 'RECEIVED SIGNAL 15' / "
+                  "'Stopping TaskExecutor' in its own log."),
+        RootCause("lost-tm-log-missing", "A TaskManager was lost, but its own log is not among the inputs, so why "
+                  "it went away cannot be told.",
+                  "Only peers' RemoteTransportException or the JobManager's loss lines are present."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        failures = _loss_failures(incident)
+        if not failures:
+            return []
+        inv = cluster.inventory(incident)
+        tm, loss = _first_lost(inv, failures)
+        ctx = cluster.loss_context(incident, tm, loss) if tm else None
+        cause = _classify(inv, ctx, failures)
+        lost = _lost_list(inv, failures)
+        outcome, outcome_event = _outcome(incident, failures[0])
+        evidence, notes = self._evidence(ctx, failures, outcome_event)
+        noise = cluster.secondary_noise(incident, failures[0].ts, _recovery_ts(incident, failures[0]),
+                                        exclude={id(e) for e in evidence})
+        details = {
+            "lost_taskmanager": tm.tm_id if tm else None,
+            "host": tm.host if tm else None,
+            "lost_at": loss.ts if loss else failures[0].ts,
+            "how_the_jobmanager_learnt": loss.kind if loss else "peer connection closed",
+            "own_log": (tm.log_file or "not among the inputs") if tm else "not among the inputs",
+            "lost_taskmanagers": lost,
+            "failed_tasks_citing_the_loss": len(failures),
+            "follow_on_noise": noise["counts"],
+            "job_outcome": outcome,
+            "restart_strategy": cluster.restart_strategy(incident).describe(),
+        }
+        if ctx:
+            details.update(_ctx_details(ctx))
+        if cause in _RELATED:
+            details["more_fundamental_runbook"] = _RELATED[cause]
+        return [self.finding(
+            cause, _summary(self.cause(cause).summary, cause, tm, loss, ctx, lost, noise, outcome, failures),
+            evidence, notes=notes,
+            confidence={"lost-tm-log-missing": 0.5, "network-partition": 0.6}.get(cause, 0.85),
+            patches=self._patches(incident, cause, ctx, failures),
+            details=details,
+        )]
+
+    # ------------------------------------------------------------------------------------------------------------
+
+    def _evidence(self, ctx: LossContext | None, failures: list[Event], outcome_event: Event | None):
+        evidence: list[Event] = []
+        notes: dict[int, str] = {}
+
+        def add(ev: Event | None, note: str) -> None:
+            if ev is not None and ev not in evidence:
+                notes[len(evidence)] = note
+                evidence.append(ev)
+
+        if ctx:
+            for ev in ctx.memory[:2]:
+                add(ev, "memory trouble of the lost TaskManager")
+            for ev in ctx.node[:1]:
+                add(ev, "the cluster manager reports the node/pod went away")
+            reported = next((e for e in ctx.loss.events if not cluster.PEER_CLOSED.search(e.text)), ctx.loss.events[0])
+            add(reported, f"TaskManager {ctx.tm.tm_id} lost ({ctx.loss.kind})")
+            if ctx.orderly:
+                add(ctx.orderly, "its own log: an orderly shutdown")
+            elif ctx.has_own_log and not ctx.alive_after:
+                add(ctx.last_own, "its own log ends here: no shutdown line and nothing after")
+            for ev in (ctx.tm_side_timeouts or ctx.tm_side_disconnects)[:1]:
+                add(ev, "its own log after the loss: it was still running")
+        add(failures[0], "first task failure caused by the loss")
+        add(outcome_event, "the job's outcome")
+        return evidence, notes
+
+    def _patches(self, incident: Incident, cause: str, ctx: LossContext | None, failures: list[Event]):
+        patches = []
+        if cause == "killed-for-memory":
+            patches.append(self.ops_patch(
+                "fix the memory cause first",
+                "The loss is a consequence: apply the memory runbook's changes (container-memory-exceeded or the "
+                "oom-* runbook of this incident); restarting more often does not stop the kills."))
+        if cause == "process-killed":
+            patches.append(self.ops_patch(
+                "find who killed the TaskManager",
+                "Its log just ends, so something outside Flink stopped it: the kernel OOM killer, the container "
+                "runtime, an operator, or a JVM crash (hs_err_pid*.log).",
+                snippet=_kill_commands(ctx)))
+            if cluster.deployment(incident) in ("kubernetes", "yarn"):
+                patches += self._overhead_patches(incident)
+        if cause == "node-lost":
+            patches.append(self.ops_patch(
+                "check the node",
+                "Every TaskManager of the host went at once: look at the node's events (NotReady, preemption, spot "
+                "reclamation, maintenance) and spread TaskManagers over more nodes.",
+                snippet="kubectl get events -A --field-selector involvedObject.kind=Node\n"
+                        "kubectl describe node <node>   # Conditions, Events"))
+        if cause == "stopped-while-running":
+            patches.append(self.ops_patch(
+                "stop TaskManagers only after draining them",
+                "The TaskManager was stopped with tasks on it. For planned scale-downs, take a savepoint and "
+                "rescale (or let the Kubernetes operator / autoscaler do it) instead of killing busy TaskManagers; "
+                "give pods a termination grace period."))
+        if cause in ("network-partition", "tm-unresponsive"):
+            gap = ctx.silence_s() if ctx else None
+            current, proposed = cluster.heartbeat_timeout_proposal(incident, gap)
+            patches.append(self.flink_patch(
+                incident, "heartbeat.timeout", cluster.duration_value(proposed, incident.version_tuple),
+                f"The TaskManager was alive but unreachable for a while (current timeout "
+                f"{format_duration(current)}); a longer timeout rides out short stalls. Fix the stalls too "
+                f"(tm-heartbeat-timeout)."))
+        if cause == "lost-tm-log-missing":
+            patches.append(self.ops_patch(
+                "collect the lost TaskManager's log",
+                "The reason is in the lost TaskManager's own log (its last lines) and in the cluster manager's "
+                "record of the container/pod; the REST API no longer serves logs of a lost TaskManager.",
+                snippet=_kill_commands(ctx)))
+        strategy = cluster.restart_strategy(incident)
+        if strategy.kind in ("none", "failure-rate") or (strategy.kind == "fixed-delay" and strategy.attempts is not None
+                                                         and strategy.attempts < cluster.MAX_INT):
+            for key, value, reason in cluster.restart_budget(incident, [f.ts for f in failures], infrastructure=True):
+                patches.append(self.flink_patch(incident, key, value, reason))
+        return patches
+
+    def _overhead_patches(self, incident: Incident):
+        """More JVM overhead: a container killed without an OutOfMemoryError usually ran out of native memory."""
+        try:
+            changes = grow_pool(incident.config.as_flat_dict(), incident.version_tuple, "overhead", 1.5,
+                                deployment=cluster.deployment(incident) or "standalone")
+        except (MemoryConfigError, ValueError):
+            return []
+        return [self.flink_patch(incident, key, value,
+                                 "A container killed without an OutOfMemoryError in the JVM usually ran out of native "
+                                 "memory (threads, glibc arenas, RocksDB): give the JVM overhead 50 % more room.")
+                for key, value in sorted(changes.items())]
+
+
+# ---------------------------------------------------------------------------------------------------------------- helpers
+
+def _loss_failures(incident: Incident) -> list[Event]:
+    """Failure records whose cause is a lost TaskManager, excluding anything after the job ended in an orderly way."""
+    out = []
+    ends = cluster.orderly_ends(incident)
+    for ev in incident.events:
+        if not LOSS_CAUSE.search(ev.text):
+            continue
+        is_failure = bool(_FAILURE_RECORD.search(ev.message)) or (
+            ev.chain and (ev.level in ("ERROR", "WARN") or not ev.ts) and LOSS_CAUSE.search(
+                "\n".join(f"{c.cls}: {c.message}" for c in ev.chain)))
+        if not is_failure or RECOVERY_SUPPRESSED.search(ev.message):
+            continue
+        if cluster.ended_before(ends, ev.ts):
+            continue
+        out.append(ev)
+    return out
+
+
+def _first_lost(inv: Inventory, failures: list[Event]) -> tuple[TaskManager | None, Loss | None]:
+    """The TaskManager whose loss caused the first failure, and that loss."""
+    first = failures[0]
+    named = _named_tm(inv, first)
+    candidates = []
+    for tm in inv.taskmanagers.values():
+        for loss in tm.losses:
+            gap = cluster.seconds_between(loss.ts, first.ts)
+            if gap is None or -cluster.MERGE_WINDOW_S <= gap <= cluster.MERGE_WINDOW_S:
+                candidates.append((tm, loss))
+    if named:
+        own = [(tm, loss) for tm, loss in candidates if tm is named]
+        if own:
+            return own[0]
+        loss = named.losses[0] if named.losses else Loss(named.tm_id, first.ts, "connection-closed", first.message, [first])
+        return named, loss
+    real = [c for c in candidates if not c[1].orderly] or candidates
+    if real:
+        return min(real, key=lambda c: c[1].ts or "~")
+    return None, None
+
+
+def _named_tm(inv: Inventory, ev: Event) -> TaskManager | None:
+    text = ev.text
+    m = cluster.PEER_CLOSED.search(text)
+    if m:
+        return inv.find(m["tm"]) or inv.by_address(m["addr"])
+    for rx in (cluster.UNREACHABLE, cluster.HEARTBEAT_TIMEOUT):
+        m = rx.search(text)
+        if m:
+            return inv.find(m["tm"])
+    m = cluster.TASK_ON.search(ev.message)
+    if m and "shutting down" in text:
+        return inv.find(m["tm"])
+    return None
+
+
+def _classify(inv: Inventory, ctx: LossContext | None, failures: list[Event]) -> str:
+    if ctx is None:
+        return "lost-tm-log-missing"
+    if ctx.memory:
+        return "killed-for-memory"
+    shutting_down = ctx.loss.orderly or any("The TaskExecutor is shutting down" in f.text for f in failures[:1])
+    if shutting_down and not ctx.crash:
+        return "stopped-while-running"
+    if ctx.node:
+        return "node-lost"
+    same_host = cluster.same_host_losses(inv, ctx.tm, ctx.loss)
+    if same_host and len(same_host) + 1 == len(inv.on_host(ctx.tm.host)):
+        return "node-lost"
+    if ctx.external_kill or ctx.crash or (ctx.has_own_log and not ctx.alive_after and not ctx.orderly):
+        return "process-killed"
+    if ctx.alive_after:
+        silence = ctx.silence_s() or 0
+        if ctx.gc_pauses or (ctx.tm_side_timeouts and silence >= 10):
+            return "tm-unresponsive"
+        return "network-partition"
+    if ctx.orderly:
+        return "stopped-while-running"
+    return "lost-tm-log-missing"
+
+
+def _lost_list(inv: Inventory, failures: list[Event]) -> list[dict]:
+    start = failures[0].ts
+    out = []
+    for tm in inv.taskmanagers.values():
+        for loss in tm.losses:
+            if loss.orderly and not any("shutting down" in f.text for f in failures):
+                continue
+            if start and loss.ts and (cluster.seconds_between(loss.ts, start) or 0) > cluster.MERGE_WINDOW_S:
+                continue
+            out.append({"id": tm.tm_id, "host": tm.host, "at": loss.ts, "how": loss.kind})
+    return sorted(out, key=lambda d: d["at"] or "~")
+
+
+def _recovery_ts(incident: Incident, first: Event) -> str | None:
+    for ev in incident.events:
+        if first.ts and ev.ts and ev.ts > first.ts and (_RECOVERED.search(ev.message) or
+                                                        RECOVERY_SUPPRESSED.search(ev.text)):
+            return ev.ts
+    return None
+
+
+def _outcome(incident: Incident, first: Event) -> tuple[str, Event | None]:
+    for ev in incident.events:
+        if first.ts and ev.ts and ev.ts < first.ts:
+            continue
+        if RECOVERY_SUPPRESSED.search(ev.text):
+            return "FAILED: the restart strategy gave up", ev
+        if _RECOVERED.search(ev.message):
+            return "recovered: restarted from the last checkpoint", ev
+    return "unknown (no job state change after the loss in these logs)", None
+
+
+def _ctx_details(ctx: LossContext) -> dict:
+    d: dict = {"orderly_shutdown_in_own_log": bool(ctx.orderly), "alive_after_the_loss": ctx.alive_after}
+    if ctx.has_own_log and ctx.last_own is not None:
+        d["own_log_last_line_before_loss"] = ctx.last_own.ts
+        gap = cluster.seconds_between(ctx.last_own.ts, ctx.loss.ts)
+        if gap is not None:
+            d["own_log_silent_before_loss_s"] = round(gap, 1)
+    silence = ctx.silence_s()
+    if silence is not None:
+        d["own_log_silence_across_loss_s"] = round(silence, 1)
+    if ctx.gc_pauses:
+        d["longest_gc_pause_s"] = round(ctx.longest_gc_s, 1)
+    return d
+
+
+def _summary(what: str, cause: str, tm: TaskManager | None, loss: Loss | None, ctx: LossContext | None,
+             lost: list[dict], noise: dict, outcome: str, failures: list[Event]) -> str:
+    who = f"TaskManager {tm.label}" if tm else "A TaskManager"
+    when = f" at {loss.ts}" if loss and loss.ts else ""
+    head = f"{who} was lost{when} while running tasks of the job. {what}"
+    facts = []
+    if ctx and cause == "process-killed" and ctx.last_own is not None:
+        gap = cluster.seconds_between(ctx.last_own.ts, ctx.loss.ts)
+        facts.append(f"Its own log ({ctx.tm.log_file}) has no shutdown line and nothing after the loss; the last line "
+                     f"kept from it is at {ctx.last_own.ts}" + (f", {gap:.0f} s before the loss." if gap is not None else "."))
+    if ctx and cause == "tm-unresponsive" and ctx.silence_s() is not None:
+        facts.append(f"Its own log was silent for {ctx.silence_s():.0f} s across the loss.")
+    if cause == "lost-tm-log-missing":
+        addr = cluster.PEER_CLOSED.search(failures[0].text)
+        if addr:
+            facts.append(f"Peers name it as '{addr['addr'].strip().lstrip('/')}'.")
+    others = len({d['id'] for d in lost} - ({tm.tm_id} if tm else set()))
+    if others:
+        facts.append(f"{others} other TaskManager(s) were lost around the same time.")
+    noise_text = cluster.describe_noise(noise)
+    if noise_text:
+        facts.append(noise_text)
+    facts.append(f"Outcome: {outcome}.")
+    return head + " " + " ".join(facts)
+
+
+def _kill_commands(ctx: LossContext | None) -> str:
+    tm = ctx.tm.tm_id if ctx else "<taskmanager>"
+    return (f"# Kubernetes: why did the pod's container stop (OOMKilled, Error, exit code)?\n"
+            f"kubectl describe pod <taskmanager pod> | grep -A5 'Last State'\n"
+            f"kubectl logs <taskmanager pod> --previous | tail -50\n"
+            f"# YARN: the container's diagnostics and log\n"
+            f"yarn logs -applicationId <application id> -containerId <container of {tm}>\n"
+            f"# bare metal / VM: the kernel OOM killer\n"
+            f"dmesg -T | grep -iE 'killed process|out of memory'")

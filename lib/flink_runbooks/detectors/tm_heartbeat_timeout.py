@@ -1,0 +1,263 @@
+"""``TimeoutException: Heartbeat of TaskManager with id … timed out``: why the JobManager stopped hearing from it."""
+from __future__ import annotations
+
+import re
+
+from .. import cluster
+from ..cluster import HEARTBEAT_TIMEOUT, Inventory, LossContext
+from ..episodes import TASK_FAILED
+from ..memory import derive_jobmanager_memory, MemoryConfigError
+from ..model import Event, Finding, Incident, RootCause
+from ..units import format_duration, format_size
+from .base import Detector
+
+_ADDRESS_MISMATCH = re.compile(r"dropping message .* for non-local recipient|has quarantined this system|"
+                               r"[Qq]uarantined address|not a local address")
+_RPC_TIMEOUT = re.compile(r"Invocation of \[?Remote\w*Invocation\((?P<call>\w+Gateway\.\w+)[^\]]*\]? at recipient "
+                          r"\[(?P<addr>[^\]]+)\] timed out|Ask timed out on \[Actor\[(?P<actor>[^\]#]+)")
+_TOGETHER_S = 5  # timeouts this close together come from one event, not from several independent stalls
+
+
+class TmHeartbeatTimeout(Detector):
+    slug = "tm-heartbeat-timeout"
+    title = "TaskManager heartbeat timed out"
+    category = "cluster"
+    meaning = ("The JobManager/ResourceManager received no heartbeat from a TaskManager for heartbeat.timeout and "
+               "declared it dead, failing its tasks; the TaskManager was frozen, dead, cut off or overloaded.")
+    exception_classes = ("java.util.concurrent.TimeoutException", "org.apache.flink.runtime.jobmaster.JobMasterException")
+    versions = "1.5 – 2.x (akka before 1.18, pekko since; Duration-typed heartbeat options since 1.20)"
+    layer = 0
+    signatures = cluster.LOSS_SIGNATURES + cluster.GC_SIGNATURES + (
+        r"dropping message .* for non-local recipient",
+        r"has quarantined this system",
+        r"Invocation of \[?Remote\w*Invocation\(\w+Gateway",
+    )
+    root_causes = (
+        RootCause("gc-pause-or-freeze", "The TaskManager JVM was alive but frozen longer than heartbeat.timeout: a "
+                  "stop-the-world GC pause, a suspended/stalled VM or a starved container.",
+                  "Its own log is silent across the timeout and then reports its own heartbeat timeouts to the "
+                  "ResourceManager/JobManager at once; or GC pauses of many seconds in its log."),
+        RootCause("process-died", "The TaskManager process had died (killed, crashed, out of memory) and the "
+                  "heartbeat timeout is how the JobManager noticed.",
+                  "Its own log ends before the timeout with no shutdown line and nothing after (or memory errors "
+                  "right before): fix why it died; a longer timeout only delays recovery."),
+        RootCause("network-partition", "The network between the JobManager and the TaskManager(s) failed while the "
+                  "processes kept running.",
+                  "The TaskManager's log continues through the timeout with connection errors; or several "
+                  "TaskManagers time out together while their logs go on."),
+        RootCause("jobmanager-unresponsive", "The JobManager itself stalled (GC, overload) and every TaskManager "
+                  "appeared to time out at once.",
+                  "All registered TaskManagers time out within seconds, after a silent gap in the JobManager's log."),
+        RootCause("rpc-address-mismatch", "JobManager and TaskManager resolve each other's RPC address differently, "
+                  "so heartbeats are dropped.",
+                  "pekko/akka 'dropping message … for non-local recipient' or 'quarantined' lines around the timeout."),
+        RootCause("tm-log-missing", "The TaskManager's own log is not among the inputs: whether it died, froze or "
+                  "was cut off cannot be told.",
+                  "Only the JobManager's timeout lines are present."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        inv = cluster.inventory(incident)
+        timed_out = [(tm, loss) for tm in inv.taskmanagers.values() for loss in tm.losses
+                     if loss.kind == "heartbeat-timeout" or any(HEARTBEAT_TIMEOUT.search(e.text) for e in loss.events)]
+        bare = [ev for ev in incident.events if HEARTBEAT_TIMEOUT.search(ev.text)]
+        if not timed_out and not bare:
+            return []
+        timed_out.sort(key=lambda c: c[1].ts or "~")
+        failures = [ev for ev in incident.events if HEARTBEAT_TIMEOUT.search(ev.text) and
+                    (TASK_FAILED.search(ev.message) or re.search(r"to (?:FAILING|RESTARTING|FAILED)", ev.message)
+                     or not ev.ts)]
+        timeout_ms = incident.config.get_duration_ms("heartbeat.timeout") or 50_000
+        if not timed_out:
+            return [self._without_inventory(incident, bare, failures, timeout_ms)]
+        tm, loss = timed_out[0]
+        ctx = cluster.loss_context(incident, tm, loss)
+        together = [c for c in timed_out if abs(cluster.seconds_between(loss.ts, c[1].ts) or 0) <= _TOGETHER_S]
+        cause, why = _classify(incident, inv, ctx, together, timeout_ms)
+        rpc = _rpc_timeouts(incident, tm, loss.ts)
+        evidence, notes = _evidence(ctx, failures, rpc, incident)
+        details = {
+            "timed_out_taskmanager": tm.tm_id,
+            "host": tm.host,
+            "timed_out_at": loss.ts,
+            "heartbeat_timeout": format_duration(timeout_ms),
+            "heartbeat_interval": format_duration(incident.config.get_duration_ms("heartbeat.interval") or 10_000),
+            "taskmanagers_timed_out": [{"id": t.tm_id, "host": t.host, "at": l.ts} for t, l in timed_out],
+            "timed_out_together": len(together),
+            "registered_taskmanagers": len(inv.taskmanagers),
+            "own_log": tm.log_file or "not among the inputs",
+            "rpc_timeouts_before": len(rpc),
+            "failed_tasks": len(failures),
+        }
+        silence = ctx.silence_s()
+        if silence is not None:
+            details["own_log_silence_s"] = round(silence, 1)
+        if ctx.gc_pauses:
+            details["longest_gc_pause_s"] = round(ctx.longest_gc_s, 1)
+        if ctx.memory:
+            details["memory_evidence"] = ctx.memory[0].excerpt(200)
+        summary = (f"The heartbeat of TaskManager {tm.label} timed out at {loss.ts or '?'} "
+                   f"(heartbeat.timeout {format_duration(timeout_ms)})"
+                   + (f", together with {len(together) - 1} other TaskManager(s)" if len(together) > 1 else "")
+                   + f". {self.cause(cause).summary} {why}"
+                   + (f" {len(rpc)} RPC call(s) to it had already timed out before, the first at {rpc[0].ts}."
+                      if rpc else "")
+                   + ("" if failures else " No task failed because of it."))
+        return [self.finding(cause, summary, evidence, notes=notes,
+                             confidence=0.5 if cause == "tm-log-missing" else 0.8,
+                             severity="failure" if failures else "warning",
+                             patches=self._patches(incident, cause, ctx, timeout_ms), details=details)]
+
+    def _without_inventory(self, incident: Incident, bare: list[Event], failures: list[Event], timeout_ms: int):
+        """A pasted excerpt: the timeout without the lines that identify the TaskManager's fate."""
+        m = HEARTBEAT_TIMEOUT.search(bare[0].text)
+        summary = (f"The heartbeat of TaskManager {m['tm']} timed out (heartbeat.timeout "
+                   f"{format_duration(timeout_ms)}). {self.cause('tm-log-missing').summary}")
+        return self.finding("tm-log-missing", summary, bare[:3], confidence=0.5,
+                            notes={0: "the JobManager gave up on the TaskManager"},
+                            patches=self._patches(incident, "tm-log-missing", None, timeout_ms),
+                            details={"timed_out_taskmanager": m["tm"], "heartbeat_timeout": format_duration(timeout_ms)})
+
+    def _patches(self, incident: Incident, cause: str, ctx: LossContext | None, timeout_ms: int):
+        patches = []
+        version = incident.version_tuple
+        if cause in ("gc-pause-or-freeze", "network-partition", "tm-log-missing", "jobmanager-unresponsive"):
+            silence = ctx.silence_s() if ctx else None
+            if ctx and ctx.gc_pauses:
+                silence = max(silence or 0, ctx.longest_gc_s)
+            current, proposed = cluster.heartbeat_timeout_proposal(incident, silence)
+            observed = f"; the observed silence was {silence:.0f} s" if silence else ""
+            patches.append(self.flink_patch(
+                incident, "heartbeat.timeout", cluster.duration_value(proposed, version),
+                f"Ride out stalls shorter than {format_duration(proposed)} (now {format_duration(current)}{observed}). "
+                f"Longer timeouts also delay noticing a dead TaskManager, so fix the stalls as well."))
+        if cause == "gc-pause-or-freeze":
+            patches.append(self.ops_patch(
+                "find the pause",
+                "Turn on GC logging on the TaskManagers and look for long stop-the-world pauses (heap too small for "
+                "the state/records kept on heap, or a full GC); check CPU throttling of the container and the VM's "
+                "steal time. Pauses come from a heap under pressure: see oom-java-heap for sizing it.",
+                snippet="# flink-conf.yaml / config.yaml (JDK 11+)\n"
+                        "env.java.opts.taskmanager: -Xlog:gc*:file=/opt/flink/log/gc.log:time,uptime:filecount=5,filesize=20M\n"
+                        "# afterwards: grep -E 'Pause (Full|Young).*[0-9]{4,}\\.[0-9]+ms' /opt/flink/log/gc.log"))
+        if cause == "process-died":
+            patches.append(self.ops_patch(
+                "find why the TaskManager died",
+                "The process was gone, not slow: raising heartbeat.timeout would only delay recovery. Look at the "
+                "end of its log, its stdout (.out: JVM crash, OutOfMemoryError) and the container's exit reason.",
+                snippet="kubectl describe pod <taskmanager pod> | grep -A5 'Last State'\n"
+                        "dmesg -T | grep -iE 'killed process|out of memory'"))
+        if cause == "network-partition":
+            patches.append(self.ops_patch(
+                "check the network between JobManager and TaskManagers",
+                "The processes kept running; look for packet loss, DNS failures, network policy changes or node "
+                "network problems at the time of the timeout."))
+        if cause == "jobmanager-unresponsive":
+            patches += self._jobmanager_heap(incident)
+        if cause == "rpc-address-mismatch":
+            patches.append(self.ops_patch(
+                "make the RPC addresses agree",
+                "Set jobmanager.rpc.address (and taskmanager.host) to names both sides resolve to the same address "
+                "(the Kubernetes service / the host's routable name, not localhost or a pod IP that changes)."))
+        if cause == "tm-log-missing":
+            patches.append(self.ops_patch(
+                "collect the TaskManager's log",
+                "Its last lines tell a dead process (log just ends) from a frozen one (silence, then its own "
+                "heartbeat timeouts) or a network problem (log goes on with connection errors).",
+                snippet="kubectl logs <taskmanager pod> --previous | tail -100"))
+        return patches
+
+    def _jobmanager_heap(self, incident: Incident):
+        conf = incident.config.as_flat_dict()
+        try:
+            current = derive_jobmanager_memory(conf, incident.version_tuple).process
+        except (MemoryConfigError, ValueError, TypeError):
+            current = incident.config.get_bytes("jobmanager.memory.process.size")
+        if not current:
+            return []
+        proposed = int(current * 1.5) // (1 << 20) * (1 << 20)
+        return [self.flink_patch(incident, "jobmanager.memory.process.size", format_size(proposed),
+                                 "Every TaskManager timed out at once, which points at a stalled JobManager: give "
+                                 "it 50 % more memory so GC pauses shrink.")]
+
+
+def _classify(incident: Incident, inv: Inventory, ctx: LossContext, together: list, timeout_ms: int) -> tuple[str, str]:
+    """The cause and one sentence of the evidence behind it."""
+    near = [ev for ev in incident.events if _ADDRESS_MISMATCH.search(ev.text)]
+    if near:
+        return "rpc-address-mismatch", f"pekko/akka reported: '{near[0].message[:160]}'."
+    if ctx.memory or ctx.crash:
+        return "process-died", "Its log shows memory trouble/a crash right before it went silent."
+    if ctx.gc_pauses:
+        return "gc-pause-or-freeze", f"Its log shows a GC pause of {ctx.longest_gc_s:.0f} s."
+    silence = ctx.silence_s()
+    timeout_s = timeout_ms / 1000
+    if ctx.alive_after and ctx.tm_side_timeouts and (silence or 0) >= 0.8 * timeout_s:
+        return "gc-pause-or-freeze", (f"Its own log was silent for {silence:.0f} s and then reported its own "
+                                      f"heartbeat timeouts at {ctx.tm_side_timeouts[0].ts}: it was frozen, not gone.")
+    registered = len([t for t in inv.taskmanagers.values() if t.registered or t.started])
+    if len(together) >= 2 and len(together) >= registered:
+        jm_gap = _jobmanager_silence(incident, ctx.loss.ts)
+        if jm_gap is not None and jm_gap >= 0.8 * timeout_s:
+            return "jobmanager-unresponsive", (f"All {len(together)} TaskManagers timed out together after "
+                                               f"{jm_gap:.0f} s of silence in the JobManager's log.")
+    if ctx.alive_after or len(together) >= 2:
+        return "network-partition", ("Its own log goes on through the timeout." if ctx.alive_after else
+                                     f"{len(together)} TaskManagers timed out together.")
+    if ctx.has_own_log:
+        gap = cluster.seconds_between(ctx.last_own.ts, ctx.loss.ts) if ctx.last_own else None
+        return "process-died", ("Its own log ends" + (f" {gap:.0f} s before the timeout" if gap is not None else "")
+                                + " with no shutdown line and nothing after.")
+    return "tm-log-missing", "Add the TaskManager's log to tell a dead process from a frozen one."
+
+
+def _jobmanager_silence(incident: Incident, ts: str | None) -> float | None:
+    """Seconds between the JobManager's last kept line before ``ts`` and the line before that gap ended."""
+    jm = [ev for ev in incident.events if ev.role == "jobmanager" and ev.ts and ts and ev.ts < ts
+          and not HEARTBEAT_TIMEOUT.search(ev.text)]
+    return cluster.seconds_between(jm[-1].ts, ts) if jm else None
+
+
+def _rpc_timeouts(incident: Incident, tm, ts: str | None) -> list[Event]:
+    """RPC calls to this TaskManager that timed out before its heartbeat did (it had stopped answering)."""
+    port = tm.tm_id.split(":")[1].split("-")[0] if re.match(r"^[\w.\-]+:\d+-", tm.tm_id) else None
+    out = []
+    for ev in incident.events:
+        if ts and ev.ts and ev.ts >= ts:
+            break
+        m = _RPC_TIMEOUT.search(ev.text)
+        if m and port and f":{port}/" in ev.text:
+            out.append(ev)
+    return out
+
+
+def _evidence(ctx: LossContext, failures: list[Event], rpc: list[Event], incident: Incident):
+    evidence: list[Event] = []
+    notes: dict[int, str] = {}
+
+    def add(ev: Event | None, note: str) -> None:
+        if ev is not None and ev not in evidence:
+            notes[len(evidence)] = note
+            evidence.append(ev)
+
+    reported = next((e for e in ctx.loss.events if HEARTBEAT_TIMEOUT.search(e.text)), ctx.loss.events[0])
+    add(reported, "the ResourceManager/JobMaster gave up on the TaskManager")
+    if rpc:
+        add(rpc[0], "an earlier RPC to the same TaskManager timed out: it had already stopped answering")
+    for ev, secs in ctx.gc_pauses[:1]:
+        add(ev, f"GC pause of {secs:.1f} s")
+    if ctx.last_own is not None and ctx.has_own_log:
+        add(ctx.last_own, "its own log: the last line before the timeout")
+    for ev in ctx.memory[:1]:
+        add(ev, "memory trouble before it went silent")
+    if ctx.tm_side_timeouts:
+        add(ctx.tm_side_timeouts[0], "its own log after the silence: it resumed and found itself disconnected")
+    elif ctx.tm_side_disconnects:
+        add(ctx.tm_side_disconnects[0], "its own log goes on: it lost the connection")
+    for ev in incident.events:
+        if _ADDRESS_MISMATCH.search(ev.text):
+            add(ev, "the RPC layer drops messages for an address it does not consider its own")
+            break
+    if failures:
+        add(failures[0], "the task failure it caused")
+    return evidence, notes
