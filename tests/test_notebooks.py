@@ -47,7 +47,7 @@ def _outputs(nb) -> str:
     for c in nb.cells:
         for o in c.get("outputs", []):
             if o.get("output_type") == "error":
-                parts.append(f"ERROR {o.get('ename')}: {o.get('evalue')}")
+                parts.append(f"CELL-ERROR {o.get('ename')}: {o.get('evalue')}")
             for kind, data in (o.get("data") or {}).items():
                 parts.append(f"[{kind}]" + (data if isinstance(data, str) and not kind.startswith("image/") else ""))
             parts.append(o.get("text", ""))
@@ -67,7 +67,7 @@ def _execute(path: pathlib.Path, out: pathlib.Path, **parameters):
 def test_notebook_executes_against_its_example_incident(path, tmp_path):
     nb = _execute(path, tmp_path / path.name)
     text = _outputs(nb)
-    assert "ERROR" not in text
+    assert "CELL-ERROR" not in text
     default = re.search(r'incident_paths = \["([^"]+)"\]', nb.cells[1].source).group(1)
     expected = json.loads((ROOT / default / "expected.json").read_text())
     assert "Primary finding" in text or "Finding:" in text

@@ -1,0 +1,339 @@
+"""``Failed to commit consumer offsets for checkpoint N``: why a Kafka source keeps failing to commit its offsets.
+
+A failed commit does not break Flink's correctness: a Kafka source restores from the offsets stored in Flink's own
+checkpoints. Committed offsets only feed external lag monitoring and a job started without state from
+``group-offsets``. So a short blip (a broker restart moving the group coordinator) is no finding; only failures that
+go on for several checkpoints or minutes are.
+"""
+from __future__ import annotations
+
+import collections
+
+from ..checkpoints import checkpoint_history
+from ..kafka_clients import (
+    ClientLine, CommitFailure, CommitRound, as_int, cadence, client_lines, commit_failures, commit_rounds,
+    consumer_config, current_value, longest_consecutive_run, seconds, source_assignment,
+)
+from ..model import Event, Finding, Incident, RootCause
+from .base import Detector
+
+# A coordinator move during a broker restart costs one or two checkpoints' commits; more than this many consecutive
+# checkpoints failing to commit is no longer a blip.
+MAX_CONSECUTIVE_FAILED_CHECKPOINTS = 5
+# Failures that keep coming back for longer than this leave lag monitoring blind (counted from first to last failure).
+MAX_FAILURE_SPAN_S = 5 * 60
+# Commits further apart than this leave the coordinator connection idle long enough for NAT gateways, load balancers
+# and firewalls to drop it.
+IDLE_GAP_MIN_S = 60
+# A cadence whose gaps vary less than this (coefficient of variation) is "regular".
+REGULAR_CV = 0.3
+
+SEED_BACKOFF = (("reconnect.backoff.ms", 1000), ("reconnect.backoff.max.ms", 5000))
+# Load balancer idle timeouts met in practice start at 4 minutes (Azure); a client that closes idle connections first
+# reconnects cleanly instead of writing its commit into a dead connection.
+MAX_PROPOSED_IDLE_MS = 180_000
+MIN_PROPOSED_IDLE_MS = 30_000
+
+NO_HARM = ("A failed commit does not affect Flink's correctness: the source restores from the offsets in Flink's "
+           "checkpoints; committed offsets only feed lag monitoring and jobs started without state.")
+
+
+class KafkaOffsetCommitFailure(Detector):
+    slug = "kafka-offset-commit-failure"
+    title = "Kafka source keeps failing to commit consumer offsets"
+    category = "connectors"
+    meaning = ("The Kafka source could not commit its offsets to the consumer group after checkpoints; Flink's "
+               "correctness is unaffected (offsets live in its checkpoints), only lag monitoring goes blind.")
+    exception_classes = (
+        "org.apache.kafka.clients.consumer.RetriableCommitFailedException",
+        "org.apache.kafka.common.errors.CoordinatorNotAvailableException",
+        "org.apache.kafka.common.errors.NotCoordinatorException",
+        "org.apache.kafka.common.errors.DisconnectException",
+        "org.apache.kafka.common.errors.TimeoutException",
+    )
+    versions = "1.12 – 2.x (KafkaSource); legacy FlinkKafkaConsumer up to 1.17"
+    layer = 0
+    signatures = (
+        r"commit consumer offsets for\s+checkpoint",
+        r"Async Kafka commit failed|failed async Kafka commit|Committing offsets to Kafka failed",
+        r"\bNode -?\d+ disconnected\.",
+        r"Error sending fetch request",
+        r"Cancelled in-flight [A-Z_]+ request with correlation id",
+        r"Disconnecting from node -?\d+ due to request timeout",
+        r"Group coordinator \S+ \(id: -?\d+ rack: \S+\) is unavailable or invalid|Discovered group coordinator"
+        r"|Requesting disconnect from last known coordinator",
+        r"registering reader for parallel task \d+",
+        r"Assigning splits to readers|Adding split\(s\) to reader|Discovered new partitions",
+        r"initially has no partitions to read from|will start reading the following \d+ partitions",
+        r"(?:Assigned to|Subscribed to) partition\(s\):",
+    )
+    root_causes = (
+        RootCause("coordinator-unavailable",
+                  "The consumer group's coordinator was unavailable (broker restarts or a rolling upgrade moved "
+                  "or took down the __consumer_offsets partition leader).",
+                  "CoordinatorNotAvailableException / NotCoordinatorException clustered in time, 'Group coordinator "
+                  "… is unavailable', brokers unreachable, then 'Discovered group coordinator' as it recovers."),
+        RootCause("idle-connection-reaped",
+                  "The coordinator connection sat idle between commits and was dropped by the network (load "
+                  "balancer, NAT or firewall idle timeout) or the broker, so the next commit hit a dead connection.",
+                  "DisconnectException / request timeouts on commits that come minutes apart at a regular cadence, "
+                  "'Node N disconnected' at regular intervals, no coordinator errors."),
+        RootCause("source-parallelism-exceeds-partitions",
+                  "The Kafka source runs more readers than the topic has partitions; the surplus readers stay idle "
+                  "and the consumers churn connections to the coordinator (the seed deployment's account).",
+                  "More readers (registered readers / task names (k/N)) than partitions seen in split assignments, "
+                  "with commits failing in a loop that is neither a short coordinator outage nor idle reaping."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        failures = commit_failures(incident)
+        if not failures:
+            return []
+        rounds = commit_rounds(failures)
+        run = longest_consecutive_run(rounds)
+        times = [r.ts for r in rounds if r.ts]
+        span = (seconds(times[-1]) - seconds(times[0])) if len(times) >= 2 else 0.0
+        persistent = len(run) > MAX_CONSECUTIVE_FAILED_CHECKPOINTS or (span > MAX_FAILURE_SPAN_S and len(rounds) >= 3)
+        if not times and not run:
+            persistent = len(rounds) > MAX_CONSECUTIVE_FAILED_CHECKPOINTS  # a bare excerpt: count what is there
+        if not persistent:
+            return []
+
+        lines = client_lines(incident)
+        groups = {cl.group_id for cl in lines if cl.group_id}
+        config = consumer_config(incident, groups)
+        assignment = source_assignment(incident)
+        gap, gap_cv = cadence(times)
+        interval_ms = incident.config.get_duration_ms("execution.checkpointing.interval")
+        commit_gap_s = gap if gap is not None else (interval_ms / 1000 if interval_ms else None)
+        counts = collections.Counter(c for f in failures for c in f.causes
+                                     if c.endswith("Exception") and c != "RetriableCommitFailedException")
+        # A coordinator marked unknown because its connection dropped is a consequence, not a coordinator error.
+        coordinator = sum(1 for f in failures if f.coordinator) + sum(
+            1 for cl in lines if cl.what == "coordinator-unavailable" and "isDisconnected: true" not in cl.event.text)
+        connection = sum(1 for f in failures if f.connection and not f.coordinator) + sum(
+            1 for cl in lines if cl.what in ("cancelled-in-flight", "request-timeout")
+            and cl.api in (None, "OFFSET_COMMIT", "FIND_COORDINATOR"))
+        disconnect_period = _disconnect_period(lines)
+        recovered_at = _recovered_at(incident, lines, rounds)
+        idle_gap = bool(commit_gap_s and commit_gap_s >= IDLE_GAP_MIN_S)
+        regular = (gap_cv is not None and gap_cv <= REGULAR_CV) or disconnect_period is not None
+        broker_down = any(cl.what == "connect-failed" for cl in lines)
+
+        if connection > coordinator and idle_gap and regular:
+            cause, confidence = "idle-connection-reaped", 0.8
+        elif assignment.exceeds:
+            cause, confidence = "source-parallelism-exceeds-partitions", 0.7
+        elif coordinator:
+            cause, confidence = "coordinator-unavailable", 0.85 if (broker_down or recovered_at) else 0.7
+        elif not idle_gap:
+            # Busy connections dropped without an idle period: the brokers went away, as in a restart.
+            cause, confidence = "coordinator-unavailable", 0.6
+        else:
+            cause, confidence = "idle-connection-reaped", 0.55
+
+        ids = sorted({r.checkpoint_id for r in rounds if r.checkpoint_id is not None})
+        details = {
+            "failed_commit_rounds": len(rounds),
+            "failure_lines": len(failures),
+            "checkpoints_failing": f"{ids[0]}–{ids[-1]}" if ids else "ids not logged (legacy consumer)",
+            "longest_consecutive_run": len(run),
+            "failure_span": _human(span) if times else "unknown (no timestamps)",
+            "thresholds": f"more than {MAX_CONSECUTIVE_FAILED_CHECKPOINTS} consecutive checkpoints or more than "
+                          f"{_human(MAX_FAILURE_SPAN_S)} of failures",
+            "causes": dict(counts.most_common()),
+            "commit_cadence": f"{round(gap)} s" if gap else (f"{interval_ms // 1000} s (checkpoint interval)"
+                                                            if interval_ms else "unknown"),
+            "recovered_at": recovered_at or "not within the logs",
+            "readers": assignment.readers if assignment.readers is not None else "unknown",
+            "partitions": len(assignment.partitions) if assignment.partitions else "unknown",
+            "consumer_config": config.source if config else "no ConsumerConfig values: dump in the logs",
+        }
+        if disconnect_period:
+            details["node_disconnect_period"] = f"{round(disconnect_period)} s"
+        timeouts = sum(1 for cl in lines if cl.what == "request-timeout")
+        if timeouts:
+            # a silently dropped connection is only noticed when request.timeout.ms runs out
+            details["requests_timed_out"] = timeouts
+        for key in ("reconnect.backoff.ms", "reconnect.backoff.max.ms", "connections.max.idle.ms",
+                    "request.timeout.ms"):
+            details[key] = current_value(config, key)[0]
+
+        evidence, notes = self._evidence(failures, rounds, lines, assignment, config, cause)
+        summary = self._summary(cause, rounds, run, span, times, counts, assignment, commit_gap_s, disconnect_period,
+                                recovered_at, config, broker_down)
+        patches = self._patches(cause, config, assignment, commit_gap_s, disconnect_period)
+        return [self.finding(cause, summary, evidence, confidence=confidence, patches=patches, severity="warning",
+                             notes=notes, details=details)]
+
+    # ------------------------------------------------------------------------------------------------ narrative
+
+    def _summary(self, cause, rounds, run, span, times, counts, assignment, commit_gap_s, disconnect_period,
+                 recovered_at, config, broker_down) -> str:
+        ids = sorted({r.checkpoint_id for r in rounds if r.checkpoint_id is not None})
+        what = (f"Kafka offset commits failed for {len(ids)} checkpoint(s) ({ids[0]}–{ids[-1]}, up to {len(run)} "
+                f"in a row)" if ids else f"Kafka offset commits failed {len(rounds)} time(s)")
+        if times:
+            what += f" over {_human(span)}"
+        top = ", ".join(f"{name} ×{n}" for name, n in counts.most_common(3))
+        what += f" ({top})." if top else "."
+        if cause == "coordinator-unavailable":
+            why = ("The group coordinator was unavailable: the failures carry coordinator errors"
+                   + (" and brokers were unreachable" if broker_down else "") + ". "
+                   + (f"Commits recovered at {recovered_at}, as they do once the coordinator is back."
+                      if recovered_at else "The commits had not recovered by the end of the logs: check the brokers."))
+        elif cause == "idle-connection-reaped":
+            idle, _ = current_value(config, "connections.max.idle.ms")
+            why = (f"Commits come every {round(commit_gap_s)} s, so the coordinator connection idles in between"
+                   if commit_gap_s else "The coordinator connection idles between commits")
+            why += (f"; the client keeps idle connections for {idle} ms, longer than the network does"
+                    if idle else "")
+            why += (f" (the coordinator connection was found dead every ~{round(disconnect_period)} s)"
+                    if disconnect_period else "")
+            why += ", so each commit goes out on a dead connection and fails with a disconnect."
+        else:
+            idle = (len(assignment.idle_readers) if assignment.idle_readers
+                    else (assignment.readers or 0) - len(assignment.partitions))
+            topics = ", ".join(sorted(assignment.topics)) or "the topic"
+            why = (f"The source runs {assignment.readers or '?'} readers for {len(assignment.partitions) or '?'} "
+                   f"partition(s) of {topics}: {idle} reader(s) can never get a partition. The seed deployment "
+                   f"traced the same commit/disconnect loop to this and stopped it by matching the source "
+                   f"parallelism to the partitions and backing off reconnects.")
+        return f"{what} {why} {NO_HARM}"
+
+    def _evidence(self, failures: list[CommitFailure], rounds: list[CommitRound], lines: list[ClientLine],
+                  assignment, config, cause) -> tuple[list[Event], dict[int, str]]:
+        evidence: list[Event] = []
+        notes: dict[int, str] = {}
+
+        def add(ev: Event | None, note: str) -> None:
+            if ev is not None and ev not in evidence:
+                notes[len(evidence)] = note
+                evidence.append(ev)
+
+        first = failures[0]
+        add(first.event, f"first failed commit{f' (checkpoint {first.checkpoint_id})' if first.checkpoint_id else ''}")
+        if cause == "coordinator-unavailable":
+            add(next((cl.event for cl in lines if cl.what == "coordinator-unavailable"), None),
+                "the client lost its group coordinator")
+            add(next((cl.event for cl in lines if cl.what == "connect-failed"), None), "a broker was unreachable")
+            add(next((cl.event for cl in reversed(lines) if cl.what == "coordinator-discovered"), None),
+                "the coordinator is back")
+        elif cause == "idle-connection-reaped":
+            add(next((cl.event for cl in lines if cl.what in ("cancelled-in-flight", "request-timeout")), None),
+                "the request went out on a connection that was already dead")
+            add(next((cl.event for cl in lines if cl.what == "disconnected"), None), "the broker connection dropped")
+        else:
+            for ev in assignment.events:
+                if "Discovered new partitions" in ev.message or "Assigning splits" in ev.message:
+                    add(ev, "the partitions the readers can share")
+            readers = [ev for ev in assignment.events if "registering reader" in ev.message
+                       or "no partitions to read from" in ev.message]
+            if readers:
+                add(readers[-1], f"{assignment.readers} readers for {len(assignment.partitions) or '?'} partition(s)")
+        last = failures[-1]
+        add(last.event, f"last failed commit in the logs{f' (checkpoint {last.checkpoint_id})' if last.checkpoint_id else ''}")
+        if config is not None:
+            add(config.event, "the consumer's effective settings")
+        return evidence, notes
+
+    # ------------------------------------------------------------------------------------------------ patches
+
+    def _patches(self, cause, config, assignment, commit_gap_s, disconnect_period):
+        patches = []
+        for key, seed in SEED_BACKOFF:
+            current, source = current_value(config, key)
+            value = as_int(current)
+            if value is None or value < seed:
+                patches.append(self.kafka_patch(
+                    key, str(seed),
+                    "Back off between reconnect attempts instead of hammering an unavailable broker or "
+                    "coordinator in a tight loop (the seed deployment's fix for the commit/disconnect loop).",
+                    current, source))
+        if cause == "idle-connection-reaped":
+            current, source = current_value(config, "connections.max.idle.ms")
+            proposed = _proposed_idle_ms(as_int(current), commit_gap_s, disconnect_period)
+            if proposed is not None:
+                patches.append(self.kafka_patch(
+                    "connections.max.idle.ms", str(proposed),
+                    "Close idle connections on the client before the network drops them silently, so each commit "
+                    "opens a fresh connection instead of failing on a dead one"
+                    + (f" (commits are {round(commit_gap_s)} s apart)" if commit_gap_s else "") + ".",
+                    current, source))
+        if cause == "source-parallelism-exceeds-partitions":
+            partitions = len(assignment.partitions)
+            readers = assignment.readers
+            topics = ", ".join(sorted(assignment.topics)) or "the topic"
+            if partitions:
+                patches.append(self.code_patch(
+                    "KafkaSource parallelism",
+                    f"env.fromSource(kafkaSource, watermarkStrategy, \"kafka-source\")\n"
+                    f"   .setParallelism({partitions});  // {topics}: {partitions} partition(s), was {readers} readers\n"
+                    f"// the KafkaSink that writes to it likewise: stream.sinkTo(kafkaSink).setParallelism({partitions});\n"
+                    f"// Flink SQL: SET 'parallelism.default' = '{partitions}'; (or per source with 'scan.parallelism' where the connector supports it)",
+                    f"One reader per partition: {readers - partitions if readers else 'the'} surplus reader(s) can "
+                    f"never be assigned a partition of {topics}. If the topic will get more partitions, use a "
+                    f"divisor of the partition count."))
+        if cause == "coordinator-unavailable":
+            servers = (config.values.get("bootstrap.servers", "") if config else "").strip("[]").split(",")[0].strip()
+            patches.append(self.ops_patch(
+                "check the brokers, do not restart the job",
+                "Commits resume by themselves once the coordinator is back; restarting the job changes nothing. If "
+                "the failures last, find out why the __consumer_offsets partition of the group has no leader "
+                "(broker down, rolling restart without controlled shutdown, under-replicated partitions).",
+                snippet=f"kafka-topics.sh --bootstrap-server {servers or '<bootstrap servers>'} --describe "
+                        f"--topic __consumer_offsets --under-replicated-partitions\n"
+                        f"kafka-consumer-groups.sh --bootstrap-server {servers or '<bootstrap servers>'} --describe "
+                        f"--group {(config.group_id if config and config.group_id else '<group.id>')}"))
+        return patches
+
+
+def _human(seconds_: float) -> str:
+    minutes, secs = divmod(int(round(seconds_)), 60)
+    if not minutes:
+        return f"{secs} s"
+    return f"{minutes} min" + (f" {secs} s" if secs else "")
+
+
+def _proposed_idle_ms(current: int | None, commit_gap_s: float | None, disconnect_period: float | None) -> int | None:
+    bounds = [MAX_PROPOSED_IDLE_MS]
+    if commit_gap_s:
+        bounds.append(int(commit_gap_s * 1000 / 2))
+    if disconnect_period:
+        bounds.append(int(disconnect_period * 1000 * 3 / 4))
+    proposed = max(MIN_PROPOSED_IDLE_MS, round(min(bounds) / 10_000) * 10_000)
+    if current is not None and current <= proposed:
+        return None
+    return proposed
+
+
+def _disconnect_period(lines: list[ClientLine]) -> float | None:
+    """The period of the most regular 'Node N disconnected' series of one client and node (None if none is)."""
+    series: dict[tuple, list[str]] = collections.defaultdict(list)
+    for cl in lines:
+        if cl.what == "disconnected" and cl.event.ts:
+            series[(cl.client_id, cl.node)].append(cl.event.ts)
+    best = None
+    for ts in series.values():
+        period, cv = cadence(ts)
+        if period is not None and cv is not None and cv <= REGULAR_CV and period >= IDLE_GAP_MIN_S:
+            if best is None or period < best:
+                best = period
+    return best
+
+
+def _recovered_at(incident: Incident, lines: list[ClientLine], rounds: list[CommitRound]) -> str | None:
+    """When commits came back: the coordinator rediscovered after the last failure, or checkpoints completing."""
+    last = max((r.ts for r in rounds if r.ts), default=None)
+    if last is None:
+        return None
+    discovered = [cl.event.ts for cl in lines
+                  if cl.what == "coordinator-discovered" and cl.event.ts and cl.event.ts >= last]
+    history = checkpoint_history(incident)
+    completed = [a.finished for a in history if a.outcome == "completed" and a.finished and a.finished > last]
+    if len(completed) >= 3:
+        return min(discovered) if discovered else completed[0]
+    if discovered and not history:  # TaskManager logs only: the rediscovery is all there is to go by
+        return min(discovered)
+    return None
+

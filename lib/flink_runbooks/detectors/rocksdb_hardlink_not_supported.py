@@ -1,0 +1,155 @@
+"""RocksDB ``while link file to …/chk-N.tmp/NNN.sst: …: Not supported``: the RocksDB directory cannot hard-link.
+
+An incremental RocksDB snapshot starts with RocksDB's native checkpoint, which hard-links the live SST files into a
+``chk-N.tmp`` directory next to the database. That needs a file system with hard links; network shares (Azure File
+Share/SMB, some NFS setups), FUSE mounts and FAT do not have them, so every checkpoint fails in its synchronous
+phase and the task fails over.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from .. import keys
+from ..model import Finding, Incident, RootCause
+from ..rocksdb import common_dir, instance_base, is_within, rocksdb_dirs, split_dirs, strip_scheme
+from .base import Detector
+
+LINK_FAILED = re.compile(r"[Ww]hile link file to (?P<dst>/\S+?): (?P<src>/\S+?): (?P<err>[^\n]+)")
+# Path words that name a network, cloud or FUSE file system.
+REMOTE_FS_HINT = re.compile(r"(?i)azure|afs|smb|cifs|nfs|efs|fuse|gcs|s3fs|blob|share|vfat|fat32|netapp|gluster|ceph")
+FALLBACK_LOCALDIR = "/tmp/rocksdb"
+
+
+class RocksDBHardlinkNotSupported(Detector):
+    slug = "rocksdb-hardlink-not-supported"
+    title = "RocksDB working directory does not support hard links"
+    category = "state-backends"
+    meaning = ("RocksDB's native checkpoint could not hard-link SST files because state.backend.rocksdb.localdir is "
+               "on a file system without hard links, so every incremental checkpoint fails.")
+    exception_classes = ("org.rocksdb.RocksDBException",)
+    versions = "1.8 – 2.x"
+    layer = 0
+    signatures = (
+        r"[Ww]hile link file to ",
+        r"Could not complete snapshot \d+ for operator",
+    )
+    frames = (r"takeDBNativeCheckpoint",)
+    root_causes = (
+        RootCause("localdir-on-checkpoint-storage",
+                  "RocksDB's working directory was put on the checkpoint storage's mount (a network share or FUSE "
+                  "file system), which has no hard links.",
+                  "state.backend.rocksdb.localdir (the path in the message) lies inside or next to a file:// "
+                  "checkpoint directory on the same mount."),
+        RootCause("localdir-on-network-fs",
+                  "RocksDB's working directory is on a network, cloud or FUSE file system without hard links.",
+                  "The failing path (state.backend.rocksdb.localdir, or io.tmp.dirs when it is unset) is not the "
+                  "checkpoint storage but a mount such as Azure Files, SMB/NFS, a FUSE bucket or FAT."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        hits = [(ev, m) for ev in incident.events for m in [LINK_FAILED.search(ev.text)] if m]
+        if not hits:
+            return []
+        first_ev, first = next(((ev, m) for ev, m in hits if ev.role == "taskmanager"), hits[0])
+        src, dst, err = first["src"], first["dst"], first["err"].strip().rstrip(".")
+        dirs = rocksdb_dirs(incident.config)
+        failing = instance_base(src) or os.path.dirname(os.path.dirname(os.path.dirname(src)))
+        configured = next((d for d in dirs.localdirs if is_within(src, d)), dirs.localdirs[0] if dirs.localdirs else None)
+        localdir = configured or failing
+        scheme, ckpt_path = strip_scheme(dirs.checkpoint_dir)
+        shared_parent = _shared_mount(localdir, scheme, ckpt_path, incident)
+        if shared_parent:
+            cause, confidence = "localdir-on-checkpoint-storage", 0.9
+        else:
+            cause, confidence = "localdir-on-network-fs", 0.8 if (configured or dirs.checkpoint_dir) else 0.65
+        checkpoints = sorted({int(c) for ev, m in hits for c in re.findall(r"/chk-(\d+)\.tmp/", m["dst"])})
+        proposed = _proposed_localdir(incident, localdir, shared_parent)
+        details = {
+            "failed_links": len(hits),
+            "checkpoints_failed": checkpoints,
+            "error": err,
+            "failing_path": src,
+            "rocksdb_localdir": f"{localdir} (from {dirs.localdir_key})" if dirs.localdir_key else
+                                f"{localdir} (seen in the message; not in the given configuration)",
+            "checkpoint_dir": dirs.checkpoint_dir or "unknown",
+            "same_mount_as_checkpoints": shared_parent or "no",
+            "path_suggests": ", ".join(sorted({h.lower() for h in REMOTE_FS_HINT.findall(localdir or "")})) or "nothing",
+        }
+        evidence = [first_ev]
+        notes = {0: f"hard link {os.path.basename(dst)} into chk-{checkpoints[0] if checkpoints else 'N'}.tmp failed: {err}"}
+        others = [ev for ev, _ in hits if ev is not first_ev]
+        jm = next((ev for ev in others if ev.role == "jobmanager"), None)
+        if jm is not None:
+            notes[len(evidence)] = "the JobManager sees the task fail with it"
+            evidence.append(jm)
+        if len(checkpoints) > 1:
+            last = next(ev for ev, m in reversed(hits) if f"/chk-{checkpoints[-1]}.tmp/" in m["dst"])
+            if last not in evidence:
+                notes[len(evidence)] = f"checkpoint {checkpoints[-1]} fails the same way"
+                evidence.append(last)
+        summary = self._summary(cause, err, checkpoints, localdir, dirs, shared_parent, proposed)
+        return [self.finding(cause, summary, evidence, confidence=confidence, notes=notes, details=details,
+                             patches=self._patches(incident, cause, localdir, proposed, dirs))]
+
+    def _summary(self, cause, err, checkpoints, localdir, dirs, shared_parent, proposed) -> str:
+        count = f"{len(checkpoints)} checkpoint(s) ({', '.join(map(str, checkpoints[:6]))})" if checkpoints else "checkpoints"
+        head = (f"RocksDB could not hard-link SST files for {count}: '{err}'. RocksDB's native checkpoint needs hard "
+                f"links in its working directory {localdir}. ")
+        if cause == "localdir-on-checkpoint-storage":
+            where = (f"inside the checkpoint directory {dirs.checkpoint_dir}" if shared_parent == "inside"
+                     else f"on the same mount as the checkpoint directory {dirs.checkpoint_dir} (both under {shared_parent})")
+            return head + (f"It is {where}, a shared file system without hard links. Keep checkpoints there and "
+                           f"move RocksDB's working directory to a local disk ({proposed}).")
+        return head + (f"That directory is on a file system without hard links (network share, FUSE or FAT); move it "
+                       f"to a local disk ({proposed}). Checkpoints can stay where they are.")
+
+    def _patches(self, incident: Incident, cause, localdir, proposed, dirs):
+        version = incident.version_tuple
+        incremental = keys.name_for("execution.checkpointing.incremental", version)
+        return [
+            self.flink_patch(
+                incident, "state.backend.rocksdb.localdir", proposed,
+                "RocksDB is a local embedded database: its working directory belongs on a local disk (ideally a "
+                "local SSD), not on the checkpoint storage or a network share. It holds no data that must survive "
+                "the TaskManager; checkpoints keep going to "
+                f"{dirs.checkpoint_dir or 'the checkpoint storage'}."),
+            self.ops_patch(
+                "check the new directory",
+                "Make sure the new directory exists on every TaskManager, is on a local file system with hard links "
+                "and has room for the state of all slots.",
+                snippet=f"df -T {localdir}   # the current one: expect a network/FUSE/FAT type here\n"
+                        f"mkdir -p {proposed} && touch {proposed}/a && ln {proposed}/a {proposed}/b && "
+                        f"rm {proposed}/a {proposed}/b && df -hT {proposed}"),
+            self.ops_patch(
+                "stopgap without a local disk",
+                "Only if no local disk can be had: full snapshots do not hard-link, at the price of bigger and "
+                "slower checkpoints.",
+                snippet=f"{incremental}: false"),
+        ]
+
+
+def _shared_mount(localdir: str | None, scheme: str | None, ckpt_path: str | None, incident: Incident) -> str | None:
+    """``"inside"``, the shared parent directory, or None: whether RocksDB's directory is on the checkpoints' mount."""
+    if not localdir or scheme != "file" or not ckpt_path:
+        return None
+    if is_within(localdir, ckpt_path):
+        return "inside"
+    parent = common_dir(localdir, ckpt_path)
+    if len([p for p in parent.split("/") if p]) < 2:
+        return None
+    # A parent that also holds directories known to be local (logs, temp files) is a plain directory, not the mount.
+    local = split_dirs(incident.config.get("io.tmp.dirs")) + split_dirs(incident.config.get("env.log.dir"))
+    if any(is_within(d, parent) for d in local):
+        return None
+    return parent
+
+
+def _proposed_localdir(incident: Incident, localdir: str | None, shared_parent: str | None) -> str:
+    """A local directory for RocksDB: under io.tmp.dirs when that is not on the failing mount, else /tmp/rocksdb."""
+    bad = shared_parent if shared_parent and shared_parent != "inside" else localdir
+    for tmp in split_dirs(incident.config.get("io.tmp.dirs")):
+        tmp = strip_scheme(tmp)[1] or tmp
+        if bad and not is_within(tmp, bad) and not is_within(bad, tmp) and not REMOTE_FS_HINT.search(tmp):
+            return tmp.rstrip("/") + "/rocksdb"
+    return FALLBACK_LOCALDIR
