@@ -1,0 +1,323 @@
+"""A TaskManager (or JobManager) container killed by YARN, Kubernetes or the kernel for using more memory than its
+limit: which memory was outside Flink's budget, and how much more the budget needs."""
+from __future__ import annotations
+
+import math
+
+from ..memory import MemoryConfigError, TaskManagerMemory, derive_jobmanager_memory, derive_taskmanager_memory, grow_pool
+from ..memory_evidence import (KILL_SIGNATURES, STATE_BACKEND_SIGNATURES, ContainerKill, apply_changes,
+                               breakdown_rows, config_evidence, container_memory_kills, deployment_of,
+                               distinct_containers,
+                               effective_taskmanager_memory, model_applies, rocksdb_fix, rocksdb_memory, size_text,
+                               user_memory_config)
+from ..model import Evidence, Finding, Incident, RootCause, earliest_ts
+from ..units import parse_memory_size
+from .base import Detector
+
+MIB = 1 << 20
+MIN_OVERHEAD_GROWTH = 256 * MIB  # below this a kill is rarely cured: native usage fluctuates by more
+OVERHEAD_DEFAULTS = {"taskmanager.memory.jvm-overhead.fraction": 0.1, "taskmanager.memory.jvm-overhead.min": 192 * MIB,
+                     "taskmanager.memory.jvm-overhead.max": 1 << 30}
+OVERHEAD_DEFAULT_MAX = 1 << 30
+EXCESS_MARGIN = 1.5  # observed excess x margin: the usage kept growing after the sample YARN reports
+VMEM_RATIO_MARGIN = 1.2
+
+
+class ContainerMemoryExceeded(Detector):
+    slug = "container-memory-exceeded"
+    title = "Container killed for exceeding its memory limit"
+    category = "memory"
+    meaning = ("YARN, Kubernetes or the kernel killed a Flink container because the process used more memory than "
+               "the container's limit: native memory outside Flink's budget, not a Java OutOfMemoryError.")
+    exception_classes = ()
+    versions = "1.10 – 2.x (the budget analysis uses the FLIP-49 model; the kill lines are the platform's)"
+    layer = 0
+    signatures = (*KILL_SIGNATURES, *STATE_BACKEND_SIGNATURES, r"TaskExecutorProcessSpec \{")
+    root_causes = (
+        RootCause("yarn-virtual-memory-check",
+                  "YARN's virtual memory check killed the container although its physical memory was within the "
+                  "limit: a false positive (the JVM reserves far more address space than it uses).",
+                  "'is running beyond the VIRTUAL memory limit' / 'beyond virtual memory limits' with physical usage "
+                  "below the physical limit."),
+        RootCause("container-smaller-than-process",
+                  "The container's memory limit is smaller than taskmanager.memory.process.size, so the JVM is "
+                  "allowed to grow past what the container may use.",
+                  "Observed limit (pod 'Limits: memory', YARN '... of N GB physical') below the effective process size."),
+        RootCause("rocksdb-native-memory",
+                  "RocksDB's native memory is not bounded by managed memory (memory.managed: false or an unbudgeted "
+                  "fixed-per-slot size), so it grows past the container.",
+                  "A kill for physical memory / OOMKilled while the state backend is RocksDB with "
+                  "state.backend.rocksdb.memory.managed: false or fixed-per-slot x slots above the budget."),
+        RootCause("jvm-overhead-too-small",
+                  "The JVM overhead (thread stacks, GC and JIT structures, glibc malloc arenas, native libraries) is "
+                  "at Flink's default size, made for a plain JVM, and cannot absorb the process's native memory.",
+                  "A kill for physical memory / OOMKilled with the JVM overhead at its defaults (10 % of the process, "
+                  "min 192m, max 1g) and no unbounded RocksDB."),
+        RootCause("native-memory-outside-budget",
+                  "Native memory beyond a JVM overhead that was already raised: glibc arenas, native leaks, "
+                  "direct allocations of native libraries outside -XX:MaxDirectMemorySize.",
+                  "A kill for physical memory / OOMKilled although jvm-overhead.fraction/min/max were set above "
+                  "their defaults (or the overhead is 1g or more) and RocksDB is bounded."),
+        RootCause("node-memory-pressure-eviction",
+                  "Kubernetes evicted the pod because the node ran short of memory and the pod used more than its "
+                  "memory request.",
+                  "'The node was low on resource: memory. Container ... was using X, which exceeds its request of Y'."),
+        RootCause("jobmanager-container",
+                  "The JobManager's container was killed for memory.",
+                  "The killed container is the JobManager's (YARN container _000001, a jobmanager pod)."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        kills = container_memory_kills(incident)
+        if not kills:
+            return []
+        mem, source = effective_taskmanager_memory(incident)
+        cause = self._classify(incident, kills, mem)
+        kill = next((k for k in kills if k.usage is not None), kills[0])
+        patches, after = self._patches(incident, cause, kills, mem)
+        details = {
+            "kills": [_kill_row(k) for k in kills],
+            "memory_source": source,
+            "deployment": deployment_of(incident),
+        }
+        if mem is not None:
+            details["process_size"] = size_text(mem.process)
+            details["jvm_overhead"] = size_text(mem.overhead)
+            details["breakdown"] = breakdown_rows(mem)
+        if after is not None:
+            details["breakdown_after_patch"] = breakdown_rows(after)
+        summary = self._summary(incident, cause, kills, kill, mem)
+        evidence = [Evidence.of(k.event, _kill_note(k)) for k in kills[:4]]
+        for k in kills:
+            evidence += [Evidence.of(ev, f"exit code {k.exit_code}" if k.exit_code else "the same container")
+                         for ev in k.supporting[:1]]
+        if cause == "rocksdb-native-memory":
+            for key in ("state.backend.rocksdb.memory.managed", "state.backend.rocksdb.memory.fixed-per-slot"):
+                ev = config_evidence(incident, key, "RocksDB memory setting")
+                if ev is not None:
+                    evidence.append(ev)
+        finding = self.finding(cause, summary, [], confidence=0.9 if mem is not None else 0.75, patches=patches,
+                               details=details)
+        finding.evidence = evidence[:8]
+        finding.first_seen = earliest_ts([k.event for k in kills] + [ev for k in kills for ev in k.supporting])
+        return [finding]
+
+    # -- which memory was outside the budget --------------------------------------------------------------------
+
+    def _classify(self, incident: Incident, kills: list[ContainerKill], mem: TaskManagerMemory | None) -> str:
+        if all(k.kind == "virtual" for k in kills):
+            return "yarn-virtual-memory-check"
+        if all(k.jobmanager for k in kills):
+            return "jobmanager-container"
+        tm_kills = [k for k in kills if k.kind != "virtual" and not k.jobmanager]
+        if all(k.kind == "evicted" for k in tm_kills):
+            return "node-memory-pressure-eviction"
+        limits = [k.physical_limit for k in tm_kills if k.physical_limit]
+        if mem is not None and limits and min(limits) < mem.process - MIB:
+            return "container-smaller-than-process"
+        rocks = rocksdb_memory(incident, mem)
+        if rocks is not None and rocks.problem is not None:
+            return "rocksdb-native-memory"
+        if mem is not None and (mem.overhead >= OVERHEAD_DEFAULT_MAX or _overhead_raised(incident)):
+            return "native-memory-outside-budget"
+        return "jvm-overhead-too-small"
+
+    def _growth(self, kills: list[ContainerKill], mem: TaskManagerMemory | None) -> int:
+        """How much more the JVM overhead needs: the observed excess with a margin, at least MIN_OVERHEAD_GROWTH
+        (and half the current overhead when the platform reports no usage, as Kubernetes does)."""
+        # a kill at exactly the limit (cgroup, Kubernetes) says nothing about how far the process wanted to grow
+        excess = max((k.excess for k in kills if k.excess), default=None)
+        if excess is not None:
+            wanted = int(excess * EXCESS_MARGIN)
+        else:
+            wanted = mem.overhead // 2 if mem is not None else MIN_OVERHEAD_GROWTH
+        wanted = max(wanted, MIN_OVERHEAD_GROWTH)
+        return math.ceil(wanted / (64 * MIB)) * 64 * MIB
+
+    def _patches(self, incident: Incident, cause: str, kills: list[ContainerKill], mem: TaskManagerMemory | None):
+        conf = user_memory_config(incident)
+        version = incident.version_tuple
+        deployment = deployment_of(incident)
+        patches, changes = [], {}
+        if cause == "yarn-virtual-memory-check":
+            ratios = [k.usage / k.physical_limit for k in kills if k.usage and k.physical_limit]
+            ratio = math.ceil(max(ratios) * VMEM_RATIO_MARGIN * 10) / 10 if ratios else None
+            snippet = ("<!-- yarn-site.xml on every NodeManager, then restart the NodeManagers -->\n"
+                       "<property>\n  <name>yarn.nodemanager.vmem-check-enabled</name>\n  <value>false</value>\n"
+                       "</property>")
+            if ratio:
+                snippet += ("\n<!-- or keep the check with room for the JVM's address space -->\n<property>\n"
+                            f"  <name>yarn.nodemanager.vmem-pmem-ratio</name>\n  <value>{ratio}</value>\n</property>")
+            patches.append(self.ops_patch(
+                "yarn.nodemanager.vmem-check-enabled",
+                "Virtual memory is address space the JVM reserved (thread stacks, code cache, mapped files, glibc "
+                "arenas), not memory in use; the physical usage stayed within the limit. Disable the check on the "
+                "cluster side (no Flink setting changes it)"
+                + (f", or raise yarn.nodemanager.vmem-pmem-ratio to {ratio} (virtual/physical seen: "
+                   f"{max(ratios):.2f})." if ratio else "."), snippet=snippet))
+            return patches, None
+        if cause == "jobmanager-container":
+            return self._jobmanager_patches(incident, kills), None
+        if cause == "node-memory-pressure-eviction":
+            patches.append(self.ops_patch(
+                "TaskManager pod memory request",
+                "Give the TaskManager pods Guaranteed QoS: memory request = memory limit = "
+                f"taskmanager.memory.process.size ({size_text(mem.process) if mem else 'the process size'}); "
+                "pods that use more than they requested are evicted first when the node runs short.",
+                snippet="resources:\n  requests:\n    memory: <process size>\n  limits:\n    memory: <process size>"))
+            return patches, None
+        if not model_applies(incident) or mem is None:
+            patches.append(self.ops_patch(
+                "TaskManager memory configuration",
+                "The TaskManager memory configuration is not in the incident: add the flink-conf.yaml/config.yaml "
+                "or the TaskManager log (its 'Final TaskExecutor Memory configuration' block) to get computed sizes. "
+                "Meanwhile raise taskmanager.memory.jvm-overhead.min (and .max) by the excess the platform reports."))
+            return patches, None
+        if cause == "container-smaller-than-process":
+            limit = min(k.physical_limit for k in kills if k.physical_limit)
+            changes = {"taskmanager.memory.process.size": f"{limit // MIB}m"}
+            patches.append(self.ops_patch(
+                "container memory limit",
+                f"Flink sizes the JVM for {size_text(mem.process)} but the container may only use "
+                f"{size_text(limit)}: either make the container limit (pod resources.limits.memory) at least "
+                f"{size_text(mem.process)}, or shrink taskmanager.memory.process.size to the limit (below).",
+                snippet=f"resources:\n  limits:\n    memory: {mem.process // MIB}Mi\n  requests:\n    memory: "
+                        f"{mem.process // MIB}Mi"))
+        elif cause == "rocksdb-native-memory":
+            rocks = rocksdb_memory(incident, mem)
+            changes = rocksdb_fix(incident, rocks)
+        else:
+            growth = self._growth(kills, mem)
+            try:
+                changes = grow_pool(conf, version, "overhead", growth, deployment=deployment)
+            except (ValueError, MemoryConfigError):
+                changes = {}
+            if cause == "native-memory-outside-budget":
+                patches.append(self.ops_patch(
+                    "containerized.taskmanager.env.MALLOC_ARENA_MAX",
+                    "glibc gives threads their own malloc arenas (up to 8 x CPU cores of them), which native "
+                    "libraries fill and rarely return to the OS; capping the arenas keeps native memory near what is "
+                    "in use. Then find what allocates natively (Native Memory Tracking: -XX:NativeMemoryTracking=summary).",
+                    snippet="containerized.taskmanager.env.MALLOC_ARENA_MAX: 4   # YARN / native Kubernetes\n"
+                            "# standalone / docker: export MALLOC_ARENA_MAX=4 in the TaskManager's environment"))
+        for key, value in changes.items():
+            patches.insert(len(patches) - (1 if cause == "native-memory-outside-budget" else 0),
+                           self.flink_patch(incident, key, value, _reason(key, value, cause, mem, kills)))
+        after = None
+        try:
+            after = derive_taskmanager_memory(apply_changes(conf, changes), version, deployment=deployment)
+        except (MemoryConfigError, ValueError):
+            after = None
+        if cause == "container-smaller-than-process" and after is None:
+            patches = [p for p in patches if p.target != "flink"]
+        return patches, after
+
+    def _jobmanager_patches(self, incident: Incident, kills: list[ContainerKill]):
+        conf = user_memory_config(incident)
+        deployment = deployment_of(incident)
+        try:
+            jm = derive_jobmanager_memory(conf, incident.version_tuple, deployment=deployment)
+        except (MemoryConfigError, ValueError):
+            jm = None
+        if jm is None:
+            return [self.ops_patch("jobmanager.memory.jvm-overhead.min",
+                                   "Raise the JobManager's JVM overhead (and its process size by as much).")]
+        growth = self._growth(kills, None)
+        overhead = jm.overhead + growth
+        changes = {"jobmanager.memory.jvm-overhead.min": f"{overhead // MIB}m",
+                   "jobmanager.memory.jvm-overhead.max": f"{max(overhead, 1 << 30) // MIB}m",
+                   "jobmanager.memory.process.size": f"{(jm.process + growth) // MIB}m"}
+        try:
+            derive_jobmanager_memory(apply_changes(conf, changes), incident.version_tuple, deployment=deployment)
+        except (MemoryConfigError, ValueError):
+            return [self.ops_patch("jobmanager.memory.jvm-overhead.min",
+                                   "Raise the JobManager's JVM overhead (and its process size by as much).")]
+        return [self.flink_patch(incident, k, v, f"The JobManager's native memory went past its container: "
+                                 f"{size_text(growth)} more JVM overhead, and the process grows by as much.")
+                for k, v in changes.items()]
+
+    def _summary(self, incident: Incident, cause: str, kills: list[ContainerKill], kill: ContainerKill,
+                 mem: TaskManagerMemory | None) -> str:
+        where = {"yarn": "YARN", "kubernetes": "Kubernetes", "kernel": "the kernel's cgroup OOM killer",
+                 "docker": "Docker"}[kill.platform]
+        what = {"physical": "for physical memory", "virtual": "for virtual memory", "oom-killed": "(OOMKilled)",
+                "evicted": "(evicted under node memory pressure)"}[kill.kind]
+        count = distinct_containers(kills)
+        text = f"{where} killed {'a container' if count == 1 else f'{count} containers'} {what}"
+        if kill.usage is not None and kill.limit is not None:
+            text += f": {size_text(kill.usage)} used of a {size_text(kill.limit)} limit"
+        elif kill.limit is not None:
+            text += f" at its {size_text(kill.limit)} limit"
+        text += "."
+        if mem is not None:
+            text += (f" Flink budgets {size_text(mem.process)} per TaskManager: heap {size_text(mem.jvm_heap)}, "
+                     f"direct {size_text(mem.direct)}, managed {size_text(mem.managed)}, metaspace "
+                     f"{size_text(mem.metaspace)}, JVM overhead {size_text(mem.overhead)}.")
+        if cause == "yarn-virtual-memory-check":
+            text += (f" Physical usage was {size_text(kill.physical_usage)} of {size_text(kill.physical_limit)}: "
+                     f"only the virtual-memory check tripped, a false positive for JVMs.")
+        elif cause == "container-smaller-than-process":
+            text += " The container limit is below the process size Flink was given."
+        elif cause == "rocksdb-native-memory":
+            text += " " + rocksdb_memory(incident, mem).describe() + "."
+        elif cause == "jvm-overhead-too-small":
+            text += (f" Everything outside heap, direct, managed and metaspace must fit into the "
+                     f"{size_text(mem.overhead) if mem else 'default 192m-1g'} JVM overhead; it did not.")
+        elif cause == "native-memory-outside-budget":
+            text += (" The overhead was already raised above Flink's defaults and native memory outgrew it anyway: "
+                     "look for glibc arenas or a native leak before adding more.")
+        return text
+
+
+def _overhead_raised(incident: Incident) -> bool:
+    """The user already gave the JVM overhead more than Flink's defaults (so more of the same is not the answer)."""
+    conf = user_memory_config(incident)
+    for key, default in OVERHEAD_DEFAULTS.items():
+        value = conf.get(key)
+        if value is None:
+            continue
+        if key.endswith("fraction"):
+            try:
+                if float(value) > default:
+                    return True
+            except ValueError:
+                continue
+        elif (parse_memory_size(value) or 0) > default:
+            return True
+    return False
+
+
+def _kill_row(kill: ContainerKill) -> dict:
+    return {"platform": kill.platform, "kind": kill.kind, "container": kill.container or "",
+            "usage": size_text(kill.usage) if kill.usage is not None else "", "limit":
+            size_text(kill.limit) if kill.limit is not None else "", "exit_code": kill.exit_code,
+            "where": f"{kill.event.file}:{kill.event.line}"}
+
+
+def _kill_note(kill: ContainerKill) -> str:
+    parts = [f"{kill.platform}: killed ({kill.kind})"]
+    if kill.usage is not None and kill.limit is not None:
+        parts.append(f"{size_text(kill.usage)} of {size_text(kill.limit)}")
+    if kill.exit_code:
+        parts.append(f"exit code {kill.exit_code}")
+    return ", ".join(parts)
+
+
+def _reason(key: str, value: str | None, cause: str, mem: TaskManagerMemory | None, kills: list[ContainerKill]) -> str:
+    if key.endswith("jvm-overhead.min"):
+        excess = max((k.excess for k in kills if k.excess), default=None)
+        seen = f"the container went {size_text(excess)} over its limit" if excess else "the container hit its limit"
+        return (f"JVM overhead {size_text(mem.overhead) if mem else '?'} -> {value}: {seen}; the overhead is the "
+                f"only pool that covers native memory Flink does not manage.")
+    if key.endswith("jvm-overhead.max"):
+        return "The overhead's max must not be below its new min."
+    if key.endswith("process.size"):
+        if cause == "container-smaller-than-process":
+            return "Size the JVM for the memory the container may actually use."
+        return "The process (and the container Flink requests) grows by the added overhead; every other pool keeps its size."
+    if key.startswith("state.backend.rocksdb"):
+        return ("RocksDB bounded by the slot's managed memory" if value == "true" else
+                "A fixed size overrides the managed-memory bound and is not part of the TaskManager budget.")
+    if key.endswith("managed.fraction") or key.endswith("managed.size"):
+        return "Managed memory grows so RocksDB keeps the memory it was given, now inside the budget."
+    return f"Set to {value}."

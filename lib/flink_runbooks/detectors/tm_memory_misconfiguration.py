@@ -1,0 +1,452 @@
+"""TaskManager memory options that do not fit: Flink's ``IllegalConfigurationException`` at start-up, recomputed with
+the FLIP-49 model, and RocksDB's native memory taken out of the TaskManager's budget."""
+from __future__ import annotations
+
+import re
+
+from .. import keys
+from ..memory import CONSTRAINTS, MemoryConfigError, derive_taskmanager_memory, suggest_fix
+from ..memory_evidence import (KILL_SIGNATURES, MEMORY_CONFIG_ERROR, STATE_BACKEND_SIGNATURES,
+                               TM_START_SCRIPT_FAILED, apply_changes, breakdown_rows, config_evidence,
+                               container_memory_kills, deployment_of, derived_taskmanager_memory,
+                               effective_taskmanager_memory, error_evidence, logged_taskmanager_memory,
+                               memory_config_error_events, model_applies, rocksdb_fix, rocksdb_memory, size_text,
+                               user_memory_config)
+from ..model import Event, Evidence, Finding, Incident, RootCause, earliest_ts
+from .base import Detector
+
+_CAUSE_OF_CONSTRAINT = {
+    "fractions-exceed-total": "fractions-exceed-total",
+    "fixed-exceeds-flink-memory": "fixed-sizes-exceed-total",
+    "process-less-than-flink-plus-metaspace": "fixed-sizes-exceed-total",
+    "metaspace-overhead-exceed-process": "fixed-sizes-exceed-total",
+    "flink-size-mismatch": "fixed-sizes-exceed-total",
+    "process-size-mismatch": "fixed-sizes-exceed-total",
+    "network-out-of-range": "network-range-invalid",
+    "network-min-gt-max": "network-range-invalid",
+    "network-buffers-mismatch": "network-range-invalid",
+    "overhead-min-gt-max": "jvm-overhead-range-invalid",
+    "overhead-out-of-range": "jvm-overhead-range-invalid",
+    "no-size-configured": "no-total-memory",
+    "negative-legacy-heap": "no-total-memory",
+    "invalid-value": "invalid-memory-value",
+    "invalid-segment-size": "invalid-memory-value",
+    "fraction-out-of-range": "invalid-memory-value",
+    "overflow": "invalid-memory-value",
+}
+# When only the log says what failed (no configuration in the incident): the message names the constraint.
+_CAUSE_OF_MESSAGE = (
+    (re.compile(r"Sum of configured .*Task Heap Memory|Total Process Memory size .* is less than the sum"),
+     "fixed-sizes-exceed-total"),
+    (re.compile(r"Sum of configured .*exceed configured Total Flink Memory"), "fractions-exceed-total"),
+    (re.compile(r"Network Memory|'taskmanager\.(?:memory\.network|network\.memory)\.fraction'"), "network-range-invalid"),
+    (re.compile(r"JVM Overhead|'taskmanager\.memory\.jvm-overhead\.fraction'"), "jvm-overhead-range-invalid"),
+    (re.compile(r"Either required fine-grained memory"), "no-total-memory"),
+    (re.compile(r"do not add up"), "fixed-sizes-exceed-total"),
+)
+_SIZE_IN_MESSAGE = re.compile(
+    r"(Framework Heap|Framework Off-Heap|Task Heap|Task Off-Heap|Managed|Network|Total Flink|Total Process|"
+    r"JVM Metaspace|JVM Overhead)(?: Memory)?(?: size)?\s+\((?:[\d.]+[kmgt]?b \()?(\d+) bytes\)?\)")
+_JOBMANAGER_ERROR = re.compile(r"JobManager memory configuration failed|\(jobmanager\.memory\.|JVM Heap Memory \(")
+_REMOVED_IN_2 = ("taskmanager.heap.size", "taskmanager.heap.mb")
+OVERHEAD_DEFAULT_FRACTION = 0.1
+
+
+class TmMemoryMisconfiguration(Detector):
+    slug = "tm-memory-misconfiguration"
+    title = "TaskManager memory configuration does not fit"
+    category = "memory"
+    meaning = ("The TaskManager memory options contradict each other, so Flink refuses to start the TaskManager, or "
+               "they let RocksDB's native memory grow outside the TaskManager's memory budget.")
+    exception_classes = ("org.apache.flink.configuration.IllegalConfigurationException",)
+    versions = "1.10 – 2.x (FLIP-49 memory model; the legacy taskmanager.heap.size is gone in 2.0)"
+    layer = 0
+    signatures = (
+        r"(?:TaskManager|JobManager) memory configuration failed",
+        r"Sum of configured .*exceed configured Total (?:Flink|Process) Memory",
+        r"Derived JVM Overhead size .* is not in configured JVM Overhead range",
+        r"Derived Network Memory size .* is not in configured Network Memory range",
+        r"the derived Network Memory is inconsistent with its configuration",
+        r"Inconsistently configured Key: 'taskmanager\.(?:memory|network)\.",
+        r"Configured and Derived (?:Flink internal )?memory sizes \(total .*\) do not add up",
+        r"The configured Total Process Memory size .* is less than the sum of the derived Total Flink Memory",
+        r"Either required fine-grained memory \(taskmanager\.memory\.task\.heap\.size",
+        r"Could not get JVM parameters (?:and dynamic configurations )?properly",
+        *STATE_BACKEND_SIGNATURES,
+        *KILL_SIGNATURES,
+    )
+    root_causes = (
+        RootCause("fractions-exceed-total",
+                  "Managed and network fractions (with the fixed framework sizes) take more than Total Flink Memory: "
+                  "nothing is left for the task heap.",
+                  "'Sum of configured ... Managed Memory ... and Network Memory ... exceed configured Total Flink "
+                  "Memory' with managed/network fractions set; the model of the configuration fails the same way."),
+        RootCause("fixed-sizes-exceed-total",
+                  "Explicit sizes (task heap, managed size, framework or off-heap sizes) add up to more than the "
+                  "configured total process or Flink memory.",
+                  "'Sum of configured ... Task Heap Memory ...' or 'Total Process Memory size ... is less than the "
+                  "sum of the derived Total Flink Memory' with explicit sizes next to process.size/flink.size."),
+        RootCause("network-range-invalid",
+                  "Network memory min/max contradict each other or the network memory left over.",
+                  "'Inconsistently configured ... network.fraction ... min ... max' (min > max; max defaults to 1g "
+                  "before 1.17) or 'Derived Network Memory size ... is not in configured Network Memory range'."),
+        RootCause("jvm-overhead-range-invalid",
+                  "The JVM overhead left over, or its min/max, contradict each other.",
+                  "'Derived JVM Overhead size ... is not in configured JVM Overhead range' or an inconsistently "
+                  "configured jvm-overhead.fraction/min/max."),
+        RootCause("no-total-memory",
+                  "No total memory size is configured (the legacy taskmanager.heap.size was removed in 2.0).",
+                  "'Either required fine-grained memory ... or Total Flink Memory size ... or Total Process Memory "
+                  "size ... need to be configured explicitly'."),
+        RootCause("invalid-memory-value",
+                  "A memory option has a value Flink cannot use (fraction outside [0, 1), unparseable size, "
+                  "segment size not a power of two).",
+                  "The model rejects one value: the key is named in the error."),
+        RootCause("jobmanager-memory-invalid",
+                  "The JobManager memory options contradict each other.",
+                  "'JobManager memory configuration failed: ...' in the JobManager start-up output."),
+        RootCause("rocksdb-unmanaged-memory",
+                  "RocksDB's memory is not taken from managed memory (memory.managed: false, or a fixed-per-slot "
+                  "size larger than the budget), so the process grows past its size until it is killed.",
+                  "RocksDB state backend with state.backend.rocksdb.memory.managed: false and no fixed size, or "
+                  "fixed-per-slot x slots above managed + task off-heap memory; container kills make it a failure."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        errors = memory_config_error_events(incident)
+        tm_errors = [ev for ev in errors if not _JOBMANAGER_ERROR.search(ev.text)]
+        jm_errors = [ev for ev in errors if ev not in tm_errors]
+        start_failed = [ev for ev, _ in incident.find(TM_START_SCRIPT_FAILED)]
+        _derived, model_error = derived_taskmanager_memory(incident)
+        logged, _ = logged_taskmanager_memory(incident)
+        findings = []
+        # A configuration the model rejects only counts when no TaskManager started with it: a logged breakdown
+        # without any error means the TaskManagers read another configuration than the one in the incident.
+        if tm_errors or (model_error is not None and logged is None):
+            findings.append(self._invalid(incident, tm_errors, start_failed, model_error))
+        elif jm_errors:
+            findings.append(self._jobmanager(incident, jm_errors))
+        else:
+            finding = self._rocksdb(incident)
+            if finding is not None:
+                findings.append(finding)
+        return findings
+
+    # -- the configuration Flink refuses ------------------------------------------------------------------------
+
+    def _invalid(self, incident: Incident, events: list[Event], start_failed: list[Event],
+                 model_error: MemoryConfigError | None) -> Finding:
+        logged_text = events[0].text if events else ""
+        if model_error is not None:
+            cause = _CAUSE_OF_CONSTRAINT.get(model_error.constraint, "invalid-memory-value")
+            constraint = model_error.constraint
+        else:
+            cause = next((c for rx, c in _CAUSE_OF_MESSAGE if rx.search(logged_text)), "invalid-memory-value")
+            constraint = None
+        message = model_error.flink_message if model_error is not None else _logged_message(logged_text)
+        conf = user_memory_config(incident)
+        version = incident.version_tuple
+        explanation = self._explain(cause, message, conf, incident)
+        details = {
+            "constraint": f"{constraint}: {CONSTRAINTS[constraint]}" if constraint else "(from the log message)",
+            "flink_message": message,
+            "configured": dict(model_error.values) if model_error is not None else {},
+            "explanation": explanation,
+            "deployment": deployment_of(incident),
+            "model_agrees_with_log": (model_error is not None and bool(events)
+                                      and _same_message(model_error.flink_message, logged_text)),
+        }
+        if model_error is not None and model_error.notes:
+            details["flink_notes"] = list(model_error.notes)
+        patches = []
+        after = None
+        if model_error is not None and model_applies(incident):
+            try:
+                changes = suggest_fix(conf, version, model_error, deployment=deployment_of(incident))
+            except MemoryConfigError:
+                changes = {}
+            changes.update(_oversized_overhead(conf, changes, version, deployment_of(incident)))
+            patches = [self.flink_patch(incident, keys.canonical(k), v, _change_reason(k, v, conf, cause))
+                       for k, v in changes.items()]
+            try:
+                after = derive_taskmanager_memory(apply_changes(conf, changes), version,
+                                                  deployment=deployment_of(incident))
+            except MemoryConfigError:
+                after = None
+            if after is not None:
+                details["breakdown_after_patch"] = breakdown_rows(after)
+                details["patched_summary"] = (
+                    f"process {size_text(after.process)}: task heap {size_text(after.task_heap)}, managed "
+                    f"{size_text(after.managed)}, network {size_text(after.network)}, JVM overhead "
+                    f"{size_text(after.overhead)}")
+        if not patches:
+            patches.append(self.ops_patch(
+                "TaskManager memory configuration",
+                "The configuration behind this error is not in the incident: add the flink-conf.yaml/config.yaml "
+                "the TaskManagers load (or their 'Loading configuration property' lines) to get a computed patch. "
+                "Until then: set one total (taskmanager.memory.process.size), keep managed.fraction + "
+                "network.fraction well below 1 and drop explicit task/framework heap sizes."))
+        summary = ("Flink refuses to start the TaskManager: its memory options do not fit together. "
+                   f"{explanation}")
+        if start_failed:
+            summary += " The start script could not compute the JVM parameters, so no TaskManager process ran."
+        if after is not None:
+            summary += f" With the patch below the model starts it ({details['patched_summary']})."
+        evidence = [error_evidence(ev, "Flink's memory model rejected the configuration") for ev in events[:2]]
+        evidence += [Evidence.of(ev, "the TaskManager start script failed: no TaskManager JVM was started")
+                     for ev in start_failed[:1]]
+        for key in (model_error.values if model_error is not None else {}):
+            ev = config_evidence(incident, key, "configured value taking part in the failed check")
+            if ev is not None and len(evidence) < 8:
+                evidence.append(ev)
+        finding = self.finding(cause, summary, [], confidence=0.95 if events and model_error else 0.85,
+                               patches=patches, details=details)
+        finding.evidence = evidence
+        finding.first_seen = earliest_ts(events + start_failed)
+        return finding
+
+    def _explain(self, cause: str, message: str, conf: dict[str, str], incident: Incident) -> str:
+        sizes = {}
+        for label, num in _SIZE_IN_MESSAGE.findall(message or ""):
+            sizes.setdefault(label, int(num))
+        cfg = incident.config
+        if cause in ("fractions-exceed-total", "fixed-sizes-exceed-total") and "Total Flink" in sizes and \
+                "Sum of configured" in (message or ""):
+            parts = {k: v for k, v in sizes.items() if not k.startswith(("Total", "JVM"))}
+            total, used = sizes["Total Flink"], sum(parts.values())
+            listing = " + ".join(f"{k.lower()} {size_text(v)}" for k, v in parts.items() if v)
+            text = (f"Total Flink Memory is {size_text(total)}, but {listing} = {size_text(used)}, "
+                    f"{size_text(max(0, used - total))} more than there is (the task heap would be negative).")
+            fractions = [(k, cfg.get(f"taskmanager.memory.{k}.fraction")) for k in ("managed", "network")]
+            fractions = [(k, float(v)) for k, v in fractions if v and _is_number(v)]
+            if fractions:
+                text += " " + " + ".join(f"{k}.fraction {v:g}" for k, v in fractions) + \
+                        f" = {sum(v for _, v in fractions):g} of Total Flink Memory."
+            overhead = cfg.get("taskmanager.memory.jvm-overhead.fraction")
+            process = cfg.get_bytes("taskmanager.memory.process.size")
+            if overhead and _is_number(overhead) and process:
+                text += (f" The JVM overhead fraction {float(overhead):g} is of the process size: it takes "
+                         f"{size_text(int(process * float(overhead)))} of {size_text(process)} before Flink memory "
+                         f"is even computed.")
+            return text
+        if cause == "fixed-sizes-exceed-total" and "Total Process" in sizes and "Total Flink" in sizes:
+            explicit = [(k, cfg.get(k)) for k in ("taskmanager.memory.task.heap.size", "taskmanager.memory.managed.size",
+                                                  "taskmanager.memory.framework.heap.size",
+                                                  "taskmanager.memory.framework.off-heap.size",
+                                                  "taskmanager.memory.task.off-heap.size") if cfg.get(k)]
+            listed = ", ".join(f"{k.removeprefix('taskmanager.memory.')} {v}" for k, v in explicit)
+            text = (f"The explicit sizes ({listed}) with the other pools make {size_text(sizes['Total Flink'])} of "
+                    f"Flink memory; plus JVM metaspace {size_text(sizes.get('JVM Metaspace', 0))} that is more than "
+                    f"the configured process size {size_text(sizes['Total Process'])}.")
+            keep = _process_for_explicit_sizes(conf, incident)
+            if keep:
+                text += (f" To keep those sizes instead, taskmanager.memory.process.size must be at least "
+                         f"{-(-keep // (1 << 20))}m.")
+            return text
+        if cause == "network-range-invalid":
+            low, high = cfg.get_bytes("taskmanager.memory.network.min"), cfg.get_bytes("taskmanager.memory.network.max")
+            version = incident.version_tuple
+            if low is not None and high is None and version and tuple(version[:2]) < (1, 17) and low > 1 << 30:
+                return (f"network.min is {size_text(low)} but network.max is not set, and before Flink 1.17 its "
+                        f"default is 1g: min > max.")
+            if low is not None and high is not None and low > high:
+                return f"network.min {size_text(low)} is larger than network.max {size_text(high)}."
+            return ("The network memory left over once the explicit sizes are placed is outside "
+                    "[network.min, network.max]: " + (message or ""))
+        if cause == "jvm-overhead-range-invalid":
+            low = cfg.get_bytes("taskmanager.memory.jvm-overhead.min")
+            high = cfg.get_bytes("taskmanager.memory.jvm-overhead.max")
+            if low is not None and high is not None and low > high:
+                return f"jvm-overhead.min {size_text(low)} is larger than jvm-overhead.max {size_text(high)}."
+            return ("Both process.size and flink.size (or the explicit sizes) are set, and what is left between them "
+                    "for the JVM overhead is outside [jvm-overhead.min, jvm-overhead.max]: " + (message or ""))
+        if cause == "no-total-memory":
+            legacy = [k for k in _REMOVED_IN_2 if k in conf]
+            version = incident.version_tuple
+            if legacy and version and version[0] >= 2:
+                return (f"Only the legacy {legacy[0]} sizes the TaskManager, and Flink 2.0 removed it: set "
+                        f"taskmanager.memory.process.size instead.")
+            return ("None of taskmanager.memory.process.size, taskmanager.memory.flink.size or task.heap.size + "
+                    "managed.size is set.")
+        return message or "Flink rejected a memory option's value."
+
+    # -- the JobManager ----------------------------------------------------------------------------------------
+
+    def _jobmanager(self, incident: Incident, events: list[Event]) -> Finding:
+        from ..memory import derive_jobmanager_memory
+
+        conf = user_memory_config(incident)
+        version = incident.version_tuple
+        deployment = deployment_of(incident)
+        message = _logged_message(events[0].text)
+        candidates = [{}, {"jobmanager.memory.flink.size": None}, {"jobmanager.memory.heap.size": None},
+                      {"jobmanager.memory.off-heap.size": None},
+                      {"jobmanager.memory.flink.size": None, "jobmanager.memory.heap.size": None,
+                       "jobmanager.memory.off-heap.size": None}]
+        changes = None
+        for candidate in candidates:
+            trial = {k: v for k, v in candidate.items() if k in conf}
+            if candidate and not trial:
+                continue
+            patched = apply_changes(conf, trial)
+            if not any(k.startswith("jobmanager.memory.") and k.endswith(("process.size", "flink.size", "heap.size"))
+                       for k in patched):
+                trial["jobmanager.memory.process.size"] = "1600m"
+                patched = apply_changes(conf, trial)
+            try:
+                derive_jobmanager_memory(patched, version, deployment=deployment)
+            except (MemoryConfigError, ValueError):
+                continue
+            changes = trial
+            break
+        patches = [self.flink_patch(incident, k, v, "Keep one consistent JobManager memory total; Flink derives "
+                                    "the rest." if v is None else "The distribution's default JobManager size.")
+                   for k, v in (changes or {}).items()]
+        if not patches:
+            patches.append(self.ops_patch("JobManager memory configuration",
+                                          "Set jobmanager.memory.process.size alone and remove conflicting "
+                                          "jobmanager.memory.* sizes."))
+        finding = self.finding(
+            "jobmanager-memory-invalid",
+            f"Flink refuses to start the JobManager: {message}", [], confidence=0.85, patches=patches,
+            details={"flink_message": message, "deployment": deployment})
+        finding.evidence = [error_evidence(ev, "the JobManager memory model rejected the configuration")
+                            for ev in events[:2]]
+        finding.first_seen = earliest_ts(events)
+        return finding
+
+    # -- RocksDB outside the budget ---------------------------------------------------------------------------
+
+    def _rocksdb(self, incident: Incident) -> Finding | None:
+        mem, source = effective_taskmanager_memory(incident)
+        rocks = rocksdb_memory(incident, mem)
+        if rocks is None or rocks.problem is None:
+            return None
+        kills = [k for k in container_memory_kills(incident) if k.kind != "virtual" and not k.jobmanager]
+        changes = rocksdb_fix(incident, rocks)
+        conf = user_memory_config(incident)
+        patches = []
+        for key, value in changes.items():
+            if key == "state.backend.rocksdb.memory.managed":
+                reason = ("Bound RocksDB's block cache and write buffers by the slot's managed memory, which the "
+                          "TaskManager budget already reserves for it (Flink's default).")
+            elif value is None:
+                reason = "A fixed size overrides the managed-memory bound and is not part of the TaskManager budget."
+            else:
+                reason = (f"Give RocksDB the {size_text(rocks.demand)} it was meant to have, now inside the budget "
+                          f"(managed memory grows, and with it the total).")
+            patches.append(self.flink_patch(incident, key, value, reason))
+        after = None
+        try:
+            after = derive_taskmanager_memory(apply_changes(conf, {k: v for k, v in changes.items()
+                                                                   if k.startswith("taskmanager.")}),
+                                              incident.version_tuple, deployment=deployment_of(incident))
+        except (MemoryConfigError, ValueError):
+            after = None
+        details = {
+            "state_backend": rocks.backend_source,
+            "rocksdb_memory_managed": rocks.managed,
+            "fixed_per_slot": size_text(rocks.fixed_per_slot) if rocks.fixed_per_slot else "unset",
+            "slots_per_taskmanager": rocks.slots,
+            "managed_memory": size_text(rocks.managed_memory),
+            "native_demand": size_text(rocks.demand) if rocks.demand else "unbounded",
+            "room_in_budget": size_text(rocks.room),
+            "memory_source": source,
+            "container_kills": len(kills),
+        }
+        if mem is not None:
+            details["breakdown"] = breakdown_rows(mem)
+        if after is not None:
+            details["breakdown_after_patch"] = breakdown_rows(after)
+        summary = (f"RocksDB's memory is outside the TaskManager's memory budget: {rocks.describe()}. "
+                   "The process grows past its configured size")
+        summary += (f"; containers were killed for memory ({len(kills)} report(s))." if kills else
+                    " until the container or the OS kills it (or heartbeats time out while it swaps).")
+        evidence = []
+        for key in ("state.backend.rocksdb.memory.managed", "state.backend.rocksdb.memory.fixed-per-slot",
+                    "state.backend.rocksdb.memory.fixed-per-tm", "state.backend.type"):
+            ev = config_evidence(incident, key, "RocksDB memory setting" if "rocksdb" in key else "state backend")
+            if ev is not None:
+                evidence.append(ev)
+        kill_events = [k.event for k in kills]
+        evidence += [Evidence.of(ev, "container killed for memory") for ev in kill_events[:3]]
+        # The kill itself is container-memory-exceeded's finding (it leads, being timestamped); this one names the
+        # configuration behind it.
+        finding = self.finding("rocksdb-unmanaged-memory", summary, [], confidence=0.7,
+                               patches=patches, severity="failure" if kills else "warning", details=details)
+        finding.evidence = evidence
+        return finding
+
+
+def _process_for_explicit_sizes(conf: dict[str, str], incident: Incident) -> int | None:
+    """The process size Flink derives when only the explicit task heap and managed sizes are given."""
+    if not all(k in conf for k in ("taskmanager.memory.task.heap.size", "taskmanager.memory.managed.size")):
+        return None
+    trial = {k: v for k, v in conf.items() if k not in ("taskmanager.memory.process.size",
+                                                       "taskmanager.memory.flink.size")}
+    try:
+        return derive_taskmanager_memory(trial, incident.version_tuple, deployment=deployment_of(incident)).process
+    except MemoryConfigError:
+        return None
+
+
+def _oversized_overhead(conf: dict[str, str], changes: dict, version, deployment: str) -> dict[str, str | None]:
+    """Back to the default JVM overhead fraction when the configured one is far above it and dropping it leaves
+    the fixed configuration valid with a larger task heap: not needed to start, but an overhead fraction like 0.4
+    hands 40 % of the process to the JVM's own allocations and starves the task heap."""
+    key = "taskmanager.memory.jvm-overhead.fraction"
+    value = conf.get(key)
+    if key in changes or not value or not _is_number(value) or float(value) < 2 * OVERHEAD_DEFAULT_FRACTION:
+        return {}
+    fixed = apply_changes(conf, changes)
+    try:
+        before = derive_taskmanager_memory(fixed, version, deployment=deployment)
+        after = derive_taskmanager_memory(apply_changes(fixed, {key: None}), version, deployment=deployment)
+    except MemoryConfigError:
+        return {}
+    return {key: None} if after.task_heap > before.task_heap or after.process < before.process else {}
+
+
+def _logged_message(text: str) -> str:
+    """The deepest memory-model message in a logged exception (without Flink's 'TaskManager memory configuration
+    failed: ' prefix, which the cause repeats)."""
+    lines = [line for line in text.splitlines() if MEMORY_CONFIG_ERROR.search(line)]
+    if not lines:
+        return text.strip()
+    line = lines[-1]
+    m = re.search(r"IllegalConfigurationException: (.*)", line)
+    return (m.group(1) if m else line).strip()
+
+
+def _same_message(model_message: str, logged_text: str) -> bool:
+    core = re.sub(r"^(?:TaskManager|JobManager) memory configuration failed: ", "", model_message)
+    return core in logged_text
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _change_reason(key: str, value: str | None, conf: dict[str, str], cause: str) -> str:
+    old = conf.get(key)
+    name = key.rsplit(".", 1)[-1] if key.endswith("fraction") else key
+    if value is None:
+        if key.endswith("jvm-overhead.fraction"):
+            return (f"Remove {key} ({old}): it is a fraction of the whole process, so {old} hands the JVM overhead "
+                    f"far more than it needs (taken from the task heap, or added on top of a fixed Flink size); the "
+                    f"default is 0.1 (min 192m, max 1g).")
+        if key.endswith(".fraction"):
+            return (f"Remove {key} ({old}): Flink's default fraction leaves room for the task heap; the fractions "
+                    f"of managed and network memory share one Total Flink Memory.")
+        if key.endswith(("task.heap.size", "managed.size")):
+            return f"Remove the explicit {key} ({old}): it does not fit next to the configured total; Flink derives it."
+        return f"Remove {key} ({old}): back to Flink's default, which fits the configured total."
+    if key.endswith("fraction"):
+        return f"Lower {name} from {old} to {value} so the other pools fit into Total Flink Memory."
+    if key.endswith(("process.size", "flink.size")):
+        return f"The smallest total in which these memory options fit ({old or 'unset'} -> {value})."
+    return f"Set {key} to {value} ({old or 'unset'} before) so the ranges are consistent."
