@@ -43,7 +43,7 @@ HEADER_JAVA = (
 # Lines that are part of an exception: a class name with Exception/Error/Throwable, Caused by, Suppressed, and the
 # "... N more" / "... N common frames omitted" markers that show where a trace was shortened.
 EXCEPTION_LINE_JAVA = (
-    r"^(?:" + _PREFIX + r")?\s*(?:Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames omitted)"
+    r"^(?:" + _PREFIX + r")?\s*(?:Exception in thread \"[^\"]*\" )?(?:Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames omitted)"
     r"|(?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b)"
 )
 # "key = value" lines of a Kafka ConsumerConfig/ProducerConfig dump, "key=value" lines after "-D" on a command line.

@@ -220,7 +220,7 @@ def event_timeline(run: RunbookRun, title: str = "Warnings, errors and failures 
 
     rows = [ev for ev in run.incident.events if ev.ts and (ev.level in ("WARN", "ERROR", "FATAL") or FAILURE_LINE.search(ev.message))]
     evidence = {(os.path.basename(e.file), e.line) for f in run.findings for e in f.evidence}
-    fig, ax = plt.subplots(figsize=(10, 0.6 + 0.45 * max(1, len({ev.file for ev in rows}))))
+    fig, ax = plt.subplots(figsize=(10, max(2.2, 0.6 + 0.45 * len({ev.file for ev in rows}))))
     if not rows:
         ax.text(0.5, 0.5, "no timestamped warnings or failures in these logs", ha="center", va="center")
         ax.set_axis_off()

@@ -21,6 +21,7 @@ MAX_BODY = 400
 _CAUSED = re.compile(r"^(Caused by|Suppressed):\s*(.*)$")
 _MORE = re.compile(r"^\.\.\. \d+ (?:more|common frames omitted)")
 _EXC = re.compile(r"^((?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b[\w$]*)(?::\s?(.*))?$")
+_UNCAUGHT = re.compile(r'^Exception in thread "[^"]*" ')  # the JVM's report of an uncaught exception
 _WRAPPERS = ("org.apache.flink.util.SerializedThrowable",)
 
 
@@ -37,7 +38,7 @@ def parse_exception_line(text: str) -> tuple[str, str] | None:
     >>> parse_exception_line("Checkpoint 3 failed") is None
     True
     """
-    m = _EXC.match(text.strip())
+    m = _EXC.match(_UNCAUGHT.sub("", text.strip()))
     if not m:
         return None
     cls, msg = m.group(1), (m.group(2) or "").strip()
