@@ -1,0 +1,375 @@
+"""``java.lang.OutOfMemoryError: Java heap space``: whose heap, filled by what, and how much more it needs."""
+from __future__ import annotations
+
+import re
+
+from .. import oom
+from ..memory import MemoryConfigError
+from ..memory_evidence import STATE_BACKEND_SIGNATURES
+from ..model import Event, Finding, Incident, Patch, RootCause
+from ..units import format_size
+from .base import Detector
+
+SMALL_SLOT_HEAP = 512 << 20  # below this much task heap per slot the heap is doubled, above it grown by half
+SMALL_JM_HEAP = 2 << 30
+
+# Frames that tell where the heap filled up (Spark keeps only frames some detector asks for).
+HEAP_STATE_FRAME = r"org\.apache\.flink\.runtime\.state\.(?:heap|memory)\.\w"
+USER_JAR_FRAME = r"\[blob_p-[0-9a-f]+-[0-9a-f]+:|~?\[(?!flink-|\?|na:|jrt:)[\w.+-]+\.jar:"
+UDF_FRAME = (r"\.(?:StreamMap|StreamFlatMap|StreamFilter|ProcessOperator|KeyedProcessOperator|"
+             r"LegacyKeyedProcessOperator|CoProcessOperator|KeyedCoProcessOperator|CoStreamMap|CoStreamFlatMap|"
+             r"CoBroadcastWithKeyedOperator|CoBroadcastWithNonKeyedOperator|StreamGroupedReduceOperator|"
+             r"AsyncWaitOperator|StreamSink)\.process|WindowOperator\.emitWindowContents")
+FLINK_ALLOC_FRAME = (r"org\.apache\.flink\.(?:api\.common\.typeutils|api\.java\.typeutils|core\.memory|"
+                     r"runtime\.io\.network\.api\.serialization|runtime\.operators\.sort|table\.runtime\.(?:operators|"
+                     r"util))\.|com\.esotericsoftware\.kryo\.|CopyingChainingOutput\.")
+JM_SITE_FRAME = r"org\.apache\.flink\.runtime\.(?:checkpoint|rpc\.messages|source\.coordinator|executiongraph)\."
+FRAMES = (HEAP_STATE_FRAME, USER_JAR_FRAME, UDF_FRAME, FLINK_ALLOC_FRAME, JM_SITE_FRAME)
+
+_JM_SITES = (
+    ("handling checkpoints", re.compile(r"runtime\.checkpoint\.|runtime\.state\.memory\.")),
+    ("running a split enumerator (source coordinator)", re.compile(r"runtime\.source\.coordinator\.")),
+    ("deserialising an RPC message (checkpoint acknowledgements, task reports)",
+     re.compile(r"runtime\.rpc\.messages\.")),
+    ("building or updating the execution graph", re.compile(r"runtime\.executiongraph\.")),
+)
+CHECKPOINT_STORAGE_LOGGED = re.compile(r"Checkpoint storage is set to '?(?P<storage>\w+)'?")
+
+
+class OomJavaHeap(Detector):
+    slug = "oom-java-heap"
+    title = "OutOfMemoryError: Java heap space"
+    category = "memory"
+    meaning = ("A JVM's heap was full: a TaskManager's task heap (state on the heap backend, objects the job keeps, "
+               "or simply too little heap for the workload) or the JobManager's heap.")
+    exception_classes = ("java.lang.OutOfMemoryError",)
+    versions = "1.10 – 2.x (the JobManager's own heap OOM carries Flink's hint about jobmanager.memory.heap.size)"
+    layer = 0
+    signatures = (
+        r"OutOfMemoryError: (?:Java heap space|GC overhead limit exceeded|Requested array size exceeds VM limit)",
+        r"Checkpoint storage is set to",
+        *STATE_BACKEND_SIGNATURES,
+        *oom.CONTEXT_SIGNATURES,
+    )
+    frames = FRAMES
+    root_causes = (
+        RootCause("heap-state-backend", "Keyed state lives on the JVM heap (hashmap/filesystem backend) and outgrew "
+                  "the task heap.",
+                  "Heap state-backend frames (CopyOnWriteStateMap, HeapListState, HeapSnapshotStrategy) in the OOM, "
+                  "or the heap backend with checkpoints growing run after run."),
+        RootCause("user-code-holds-objects", "The job's own code (or a library it calls) keeps objects on the heap "
+                  "until it runs out: a collection, cache or buffer that only grows.",
+                  "The OOM is thrown in the job's classes (frames from the job jar or right under the user function), "
+                  "no heap state-backend frames."),
+        RootCause("task-heap-too-small", "The task heap is too small for what the job does; nothing points at one "
+                  "consumer.",
+                  "The OOM is thrown in Flink's own code (deserialisation, serializers, sorting) or without frames, "
+                  "the heap backend is not growing, and the model gives a small task heap per slot."),
+        RootCause("jobmanager-heap", "The JobManager's heap ran out (checkpoint metadata or state kept on the "
+                  "JobManager, many jobs in one session cluster, big job graphs or split enumerators).",
+                  "The OOM is in the JobManager's own process: Flink's hint names jobmanager.memory.heap.size, or a "
+                  "fatal-error handler in the JobManager log reports it."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        found = oom.occurrences(incident, "heap")
+        if not found:
+            return []
+        jm = [o for o in found if o.process == "jobmanager"]
+        tm = [o for o in found if o.process != "jobmanager"]
+        findings = []
+        if tm:
+            findings.append(self._taskmanager_finding(incident, tm))
+        if jm:
+            findings.append(self._jobmanager_finding(incident, jm))
+        return findings
+
+    # TaskManager heap ----------------------------------------------------------------------------------------------
+
+    def _taskmanager_finding(self, incident: Incident, found: list[oom.OomOccurrence]) -> Finding:
+        first = next((o for o in found if o.event.frames), found[0])
+        frames = oom.matching_frames(first.event, FRAMES)
+        state_frames = [f for f in frames if re.search(HEAP_STATE_FRAME, f)]
+        top = frames[0] if frames else None
+        user_top = bool(top and (re.search(USER_JAR_FRAME, top) or re.search(UDF_FRAME, top)))
+        backend, backend_source = oom.state_backend(incident)
+        growth = oom.checkpoint_growth(incident, until=first.ts)
+        sizing = oom.taskmanager_sizing(incident)
+        if state_frames or (backend == "heap" and growth.growing):
+            cause = "heap-state-backend"
+        elif user_top:
+            cause = "user-code-holds-objects"
+        else:
+            cause = "task-heap-too-small"
+        uptimes = oom.uptimes(incident, found)
+        single_array = first.message.startswith("Requested array size exceeds VM limit")
+
+        mem = sizing.memory
+        heap_text = "unknown (no memory settings or start-up breakdown in the incident)"
+        if mem is not None:
+            heap_text = (f"{oom.mib_text(mem.task_heap)} task heap ({sizing.slots} slot(s), "
+                         f"{oom.mib_text(sizing.per_slot('task_heap'))} per slot) in a "
+                         f"{oom.mib_text(mem.process)} TaskManager ({sizing.source})")
+        where = self._where(frames, state_frames)
+        times = ", ".join(oom.duration_text(u) for u in uptimes if u is not None)
+        summary = (f"{first.task or 'A TaskManager'} ran out of Java heap ({first.message.split('.')[0]}) "
+                   f"{len(found)} time(s){f' after running {times}' if times else ''}. {where} "
+                   f"Task heap: {heap_text}. State backend: {backend} ({backend_source}).")
+        if growth.completed:
+            summary += (f" Checkpoints: {growth.completed} completed, {format_size(growth.first_bytes)} → "
+                        f"{format_size(growth.last_bytes)}.")
+        summary += " " + self._verdict(cause, single_array)
+        patches = self._taskmanager_patches(incident, cause, sizing, backend, single_array, frames)
+        evidence: list[Event] = [first.event]
+        notes = {0: f"the OOM ({first.process}{', fatal' if first.fatal else ''}): {where}"}
+        for o, uptime in list(zip(found, uptimes))[1:4]:
+            notes[len(evidence)] = "it happened again" + (f" after {oom.duration_text(uptime)}" if uptime else "")
+            evidence.append(o.event)
+        backend_event = next((ev for ev, _ in incident.find(oom.STATE_BACKEND_IN_LOG)), None)
+        if backend_event is not None and backend == "heap":
+            notes[len(evidence)] = ("the job's keyed state lives on the JVM heap" if cause == "heap-state-backend"
+                                    else "heap state backend in use (not where the OOM was thrown)")
+            evidence.append(backend_event)
+        confidence = 0.9 if cause != "task-heap-too-small" else (0.75 if frames or mem is not None else 0.6)
+        return self.finding(
+            cause, summary, evidence, confidence=confidence, patches=patches, notes=notes,
+            details={
+                "occurrences": len(found),
+                "process": first.process,
+                "fatal": first.fatal,
+                "message": first.message[:160],
+                "task": first.task,
+                "seconds_running_before_oom": [round(u, 1) if u is not None else None for u in uptimes],
+                "top_frames": [oom.frame_class(f) for f in frames[:5]],
+                "task_heap": format_size(mem.task_heap) if mem else None,
+                "task_heap_per_slot": format_size(sizing.per_slot("task_heap")) if mem else None,
+                "slots": sizing.slots,
+                "process_size": format_size(mem.process) if mem else None,
+                "managed_memory": format_size(mem.managed) if mem else None,
+                "memory_source": sizing.source,
+                "state_backend": backend,
+                "state_backend_source": backend_source,
+                "completed_checkpoints": growth.completed,
+                "checkpoint_size_first_last": [growth.first_bytes, growth.last_bytes],
+            },
+        )
+
+    @staticmethod
+    def _where(frames: list[str], state_frames: list[str]) -> str:
+        if state_frames:
+            return f"It was thrown in the heap state backend ({oom.frame_class(state_frames[0])})."
+        if not frames:
+            return "The stack trace does not show where (no frames in the logs)."
+        top = oom.frame_class(frames[0])
+        if re.search(USER_JAR_FRAME, frames[0]):
+            return f"It was thrown in the job's own code ({top})."
+        if re.search(UDF_FRAME, frames[0]):
+            return f"It was thrown inside the user function called by {top}."
+        return f"It was thrown in Flink's code ({top})."
+
+    def _verdict(self, cause: str, single_array: bool) -> str:
+        if single_array:
+            return ("'Requested array size exceeds VM limit' means one single array above ~2 GB was requested: a "
+                    "single value or record that large, which no heap size fixes.")
+        return {
+            "heap-state-backend": "The state kept on the heap outgrew the task heap: move it to RocksDB (off-heap, "
+                                  "spills to disk), which uses the managed memory the heap backend leaves idle.",
+            "user-code-holds-objects": "The job's code keeps what it allocates: more heap only delays the next OOM if "
+                                       "that collection grows without bound; take a heap dump to see what it holds.",
+            "task-heap-too-small": "Nothing points at one consumer: the task heap is too small for this workload.",
+        }[cause]
+
+    def _taskmanager_patches(self, incident: Incident, cause: str, sizing: oom.TaskManagerSizing, backend: str,
+                             single_array: bool, frames: list[str]) -> list[Patch]:
+        patches: list[Patch] = []
+        if cause == "heap-state-backend":
+            patches += self._rocksdb_patches(incident, sizing)
+            grow = self._grow_heap(incident, sizing, "rocksdb", 2.0)
+            if grow:
+                text = "\n".join(f"{p.key}: {p.proposed}" for p in grow)
+                patches.append(self.ops_patch(
+                    "stay on the heap backend", "If the state must stay on the heap, the task heap needs room for "
+                    "all of it plus headroom; these sizes double the current task heap (model-checked).", text))
+            return patches
+        if single_array:
+            patches.append(self.ops_patch(
+                "find the oversized value", "One array above the JVM's ~2 GB limit was requested: look for a single "
+                "huge record, state value or collection (a window or ListState serialised as one value).",
+                "grep -n 'Requested array size exceeds VM limit' taskmanager*.log   # the operator and the frames"))
+            return patches
+        factor = 2.0 if (sizing.per_slot("task_heap") or 0) < SMALL_SLOT_HEAP else 1.5
+        patches += self._grow_heap(incident, sizing, backend, factor)
+        if cause == "user-code-holds-objects":
+            patches += self._heap_dump_patches(incident, "taskmanager", frames)
+        return patches
+
+    def _grow_heap(self, incident: Incident, sizing: oom.TaskManagerSizing, backend: str,
+                   factor: float) -> list[Patch]:
+        mem = sizing.memory
+        if mem is None or not sizing.model:
+            legacy = incident.config.get_bytes("taskmanager.heap.size")
+            if legacy:
+                return [self.flink_patch(incident, "taskmanager.heap.size", format_size(int(legacy * factor)),
+                                         f"{factor:g}x the TaskManager heap (this Flink predates the FLIP-49 model).")]
+            return []
+        target = int(mem.task_heap * factor)
+        batch = (incident.config.get("execution.runtime-mode") or "").upper() == "BATCH"
+        changes = None
+        if backend == "heap" and not batch and not any(k.startswith("python.") for k in sizing.conf):
+            changes = oom.heap_from_managed(sizing, target)
+        if changes:
+            fraction = changes["taskmanager.memory.managed.fraction"]
+            return [self.flink_patch(
+                incident, "taskmanager.memory.managed.fraction", fraction,
+                f"The heap state backend leaves managed memory ({oom.mib_text(mem.managed)}) unused in a streaming "
+                f"job: a managed fraction of {fraction} moves it to the task heap, {oom.mib_text(mem.task_heap)} → "
+                f"{oom.mib_text(target)} ({factor:g}x), in the same {oom.mib_text(mem.process)} process (keep it if "
+                f"Python UDFs or batch operators use managed memory).")]
+        try:
+            changes = oom.changes_for(sizing, "heap", factor)
+        except (ValueError, MemoryConfigError):
+            return []
+        return [self.flink_patch(
+            incident, key, value,
+            f"{factor:g}x the task heap ({oom.mib_text(mem.task_heap)} → {oom.mib_text(target)}, "
+            f"{'the current task heap per slot is small' if factor == 2.0 else 'half again'}); "
+            f"the other pools keep their size (model-checked).")
+            for key, value in changes.items()]
+
+    def _rocksdb_patches(self, incident: Incident, sizing: oom.TaskManagerSizing) -> list[Patch]:
+        patches = [self.flink_patch(
+            incident, "state.backend.type", "rocksdb",
+            "Keep keyed state in RocksDB: off the JVM heap, bounded by managed memory and spilling to local disk.")]
+        if (incident.config.get("execution.checkpointing.incremental") or "").lower() != "true":
+            patches.append(self.flink_patch(
+                incident, "execution.checkpointing.incremental", "true",
+                "Large RocksDB state: upload only the changed SST files at each checkpoint."))
+        managed_cv = incident.config.lookup("taskmanager.memory.managed.fraction")
+        if managed_cv is not None and (incident.config.get_float("taskmanager.memory.managed.fraction") or 0) < 0.4:
+            patches.append(self.flink_patch(
+                incident, "taskmanager.memory.managed.fraction", None,
+                f"RocksDB's block cache and write buffers live in managed memory: back to the default 0.4 from "
+                f"{managed_cv.value} (lowered for the heap backend)."))
+        version = incident.version_tuple
+        if version is None or version >= (1, 13):
+            patches.append(self.code_patch(
+                "StreamExecutionEnvironment#setStateBackend",
+                "env.setStateBackend(new EmbeddedRocksDBStateBackend(true)); // incremental checkpoints",
+                "Job code that sets a state backend overrides the configuration: change it there too."))
+        return patches
+
+    def _heap_dump_patches(self, incident: Incident, role: str, frames: list[str]) -> list[Patch]:
+        key, current = oom.jvm_opts(incident, role)
+        dump_dir = (incident.config.get("io.tmp.dirs") or "/tmp").split(",")[0].split(":")[0] or "/tmp"
+        value = oom.with_jvm_flags(current, ["-XX:+HeapDumpOnOutOfMemoryError", f"-XX:HeapDumpPath={dump_dir}"])
+        patches = []
+        if value:
+            patches.append(self.flink_patch(
+                incident, key, value,
+                f"Write a heap dump when the next OOM happens (to {dump_dir}): it shows which objects filled the "
+                f"heap."))
+        top = next((oom.frame_class(f) for f in frames if re.search(USER_JAR_FRAME, f)), None)
+        patches.append(self.ops_patch(
+            "heap dump analysis",
+            "Open the dump in Eclipse MAT / VisualVM and look at the dominator tree"
+            + (f"; the OOM was thrown in {top}" if top else "")
+            + ". A collection that grows per record (a list, map or cache without eviction) is the leak; "
+              "keep such data in keyed state with a TTL, or bound it.",
+            "jcmd <taskmanager-pid> GC.heap_dump /tmp/tm-heap.hprof   # a dump of a running TaskManager"))
+        return patches
+
+    # JobManager heap -----------------------------------------------------------------------------------------------
+
+    def _jobmanager_finding(self, incident: Incident, found: list[oom.OomOccurrence]) -> Finding:
+        first = found[0]
+        frames = oom.matching_frames(first.event, (JM_SITE_FRAME, HEAP_STATE_FRAME))
+        site = next((name for name, rx in _JM_SITES for f in frames if rx.search(f)), None)
+        mem, source = oom.jobmanager_memory(incident)
+        growth = oom.checkpoint_growth(incident, until=first.ts)
+        storage = self._jm_checkpoint_storage(incident, checkpoints_taken=growth.completed > 0)
+        jobs = oom.submissions_before(incident, first.ts)
+        heap = mem.heap if mem else None
+        while_ = f" while {site}" if site else ""
+        summary = (f"The JobManager's own heap ran out ({first.message.split('.')[0]}){while_}. "
+                   f"JobManager heap: {oom.mib_text(heap)} ({source}).")
+        reasons = []
+        if storage:
+            reasons.append(f"checkpoints are kept on the JobManager ({storage})")
+        if growth.largest_bytes:
+            reasons.append(f"the largest completed checkpoint was {format_size(growth.largest_bytes)}")
+        if len(jobs) > 1:
+            reasons.append(f"{len(jobs)} jobs were submitted to this cluster")
+        if reasons:
+            summary += " Load on it: " + "; ".join(reasons) + "."
+        patches = self._jobmanager_patches(incident, heap, storage)
+        return self.finding(
+            "jobmanager-heap", summary, [o.event for o in found[:4]], confidence=0.85, patches=patches,
+            notes={0: "the JobManager process ran out of heap" + (f" while {site}" if site else "")},
+            details={"occurrences": len(found), "jobmanager_heap": format_size(heap) if heap else None,
+                     "memory_source": source, "site": site, "checkpoint_storage_on_jobmanager": storage,
+                     "largest_checkpoint_bytes": growth.largest_bytes, "jobs_submitted": len(jobs),
+                     "top_frames": [oom.frame_class(f) for f in frames[:5]]},
+        )
+
+    @staticmethod
+    def _jm_checkpoint_storage(incident: Incident, checkpoints_taken: bool) -> str | None:
+        """Where the incident says checkpoints are held in the JobManager's heap, or None. Every job logs its
+        storage, checkpointing or not; only a job that takes checkpoints puts them there."""
+        for ev, m in incident.find(CHECKPOINT_STORAGE_LOGGED):
+            if m.group("storage").lower() == "jobmanager" and checkpoints_taken:
+                return f"logged: Checkpoint storage is set to 'jobmanager' ({ev.file.rsplit('/', 1)[-1]}:{ev.line})"
+        cv = incident.config.lookup("execution.checkpointing.storage")
+        if cv is not None and cv.value.strip().lower() == "jobmanager":
+            return f"{cv.key}: {cv.value}"
+        backend = incident.config.lookup("state.backend.type")
+        if backend is not None and backend.value.strip().lower() in ("jobmanager", "memory"):
+            return f"{backend.key}: {backend.value} (MemoryStateBackend)"
+        return None
+
+    def _jobmanager_patches(self, incident: Incident, heap: int | None, storage: str | None) -> list[Patch]:
+        patches: list[Patch] = []
+        factor = 2.0 if heap is None or heap < SMALL_JM_HEAP else 1.5
+        try:
+            changes = oom.grow_jobmanager_pool(incident, "heap", factor)
+        except (ValueError, MemoryConfigError):
+            changes = {}
+        for key, value in changes.items():
+            patches.append(self.flink_patch(
+                incident, key, value,
+                f"{factor:g}x the JobManager heap ({oom.mib_text(heap)} → {oom.mib_text(int((heap or 0) * factor))})"
+                f"; the other JobManager pools keep their size (model-checked)."))
+        if storage:
+            version = incident.version_tuple
+            ckpt_dir = incident.config.get("execution.checkpointing.dir")
+            savepoints = incident.config.get("execution.checkpointing.savepoint-dir")
+            if not ckpt_dir and savepoints:
+                ckpt_dir = savepoints.rstrip("/").rsplit("/", 1)[0] + "/checkpoints"
+            if version is not None and version < (1, 13):
+                patches.append(self.flink_patch(
+                    incident, "state.backend.type", "filesystem",
+                    "The memory state backend sends every checkpoint to the JobManager's heap; the filesystem "
+                    "backend writes them to the checkpoint directory instead."))
+            else:
+                patches.append(self.flink_patch(
+                    incident, "execution.checkpointing.storage", "filesystem",
+                    "Checkpoints stored on the JobManager sit in its heap; write them to a file system instead."))
+            if ckpt_dir:
+                patches.append(self.flink_patch(
+                    incident, "execution.checkpointing.dir", ckpt_dir,
+                    "A durable checkpoint directory" + (" next to the savepoint directory."
+                                                        if not incident.config.get("execution.checkpointing.dir")
+                                                        else ".")))
+            else:
+                patches.append(self.ops_patch(
+                    "checkpoint directory", "Set execution.checkpointing.dir (state.checkpoints.dir before 1.20) to "
+                    "a durable file system (HDFS, S3, GCS) that every TaskManager and the JobManager can reach."))
+        key, current = oom.jvm_opts(incident, "jobmanager")
+        value = oom.with_jvm_flags(current, ["-XX:+HeapDumpOnOutOfMemoryError", "-XX:HeapDumpPath=/tmp"])
+        if value:
+            patches.append(self.flink_patch(
+                incident, key, value, "A heap dump at the next JobManager OOM shows what filled it."))
+        if len(oom.submissions_before(incident, None)) > 1:
+            patches.append(self.ops_patch(
+                "one job per cluster", "Many jobs share this JobManager's heap: run the big ones in application mode "
+                "(one JobManager per job) so one job's checkpoints or graph cannot take the others down."))
+        return patches

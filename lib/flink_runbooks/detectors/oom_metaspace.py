@@ -1,0 +1,185 @@
+"""``java.lang.OutOfMemoryError: Metaspace``: too many classes for the metaspace, or class loaders that leak."""
+from __future__ import annotations
+
+import re
+
+from .. import oom
+from ..episodes import episodes, fault_text
+from ..memory import MemoryConfigError
+from ..model import Event, Finding, Incident, Patch, RootCause
+from ..units import format_size
+from .base import Detector
+
+RESTART_LOOP = 3  # restarts before the OOM from which the restarts, not the job's size, explain it
+CLOSED_CLASSLOADER = re.compile(r"Trying to access closed classloader")
+
+
+class OomMetaspace(Detector):
+    slug = "oom-metaspace"
+    title = "OutOfMemoryError: Metaspace"
+    category = "memory"
+    meaning = ("The JVM's metaspace (class metadata, -XX:MaxMetaspaceSize) is full: the job loads more classes than "
+               "it allows, or user-code class loaders of earlier jobs/attempts are never unloaded.")
+    exception_classes = ("java.lang.OutOfMemoryError",)
+    versions = "1.10 – 2.x (Flink appends a hint about taskmanager.memory.jvm-metaspace.size; default 256m since "\
+               "1.10.1, 96m in 1.10.0)"
+    layer = 0
+    signatures = (
+        r"OutOfMemoryError: (?:Metaspace|Compressed class space)",
+        r"Trying to access closed classloader",
+        *oom.CONTEXT_SIGNATURES,
+    )
+    root_causes = (
+        RootCause("classloader-leak", "Class loaders of earlier job submissions are never unloaded: a library in the "
+                  "job jar registers itself globally (JDBC drivers, static caches, threads, shutdown hooks) and pins "
+                  "its class loader, so every (re)submission adds its classes again.",
+                  "Several job submissions to the same session cluster before the OOM, or 'Trying to access closed "
+                  "classloader' warnings."),
+        RootCause("restart-loop-leak", "The job restarted many times, and each attempt left its classes behind: the "
+                  "restarts drive the leak.",
+                  f"{RESTART_LOOP} or more RESTARTING cycles of the job before the OOM."),
+        RootCause("metaspace-too-small", "The job simply needs more class metadata than the metaspace holds (many "
+                  "connectors and formats, code-generated SQL operators).",
+                  "The OOM comes on the first attempt, without earlier submissions or restarts."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        found = oom.occurrences(incident, "metaspace")
+        if not found:
+            return []
+        first = found[0]
+        restarts = oom.restarts_before(incident, first.ts)
+        submissions = oom.submissions_before(incident, first.ts)
+        closed = [ev for ev, _ in incident.find(CLOSED_CLASSLOADER) if not first.ts or (ev.ts or "") <= first.ts]
+        uptimes = oom.uptimes(incident, found)
+        if closed or len(submissions) > 1:
+            cause = "classloader-leak"
+        elif len(restarts) >= RESTART_LOOP:
+            cause = "restart-loop-leak"
+        else:
+            cause = "metaspace-too-small"
+        jm = first.process == "jobmanager"
+        metaspace, source = self._metaspace(incident, jm)
+        role = "JobManager" if jm else "TaskManager"
+        summary = (f"The {role}'s metaspace ({oom.mib_text(metaspace)}, {source}) ran out {len(found)} time(s)"
+                   f"{' and took the process down' if first.fatal else ''}. ")
+        first_fault = self._first_fault(incident, restarts)
+        if cause == "classloader-leak":
+            names = sorted({name for _, _, name in submissions if name})
+            told = []
+            if len(submissions) > 1:
+                told.append(f"{len(submissions)} job submissions reached this cluster by then"
+                            + (f" ({', '.join(names[:3])})" if names else ""))
+            if closed:
+                told.append(f"{len(closed)} 'Trying to access closed classloader' warning(s) were logged")
+            summary += (" and ".join(told).capitalize() + ": class loaders of earlier jobs or attempts stay in the "
+                        "metaspace. More metaspace only delays the next OOM; the leak must go.")
+        elif cause == "restart-loop-leak":
+            summary += (f"The job restarted {len(restarts)} time(s) before it"
+                        f"{f' (first fault: {first_fault})' if first_fault else ''}; each attempt loads the job's "
+                        f"classes again and some are never unloaded. Fix what makes it restart.")
+        elif self._start_seen(incident, first):
+            summary += ("It came on the job's first attempt, without earlier submissions or restarts: the job needs "
+                        "more metaspace than configured.")
+        else:
+            summary += ("The logs do not reach back to the job's start, so earlier submissions or restarts cannot be "
+                        "ruled out; without them the metaspace is simply too small for the job.")
+        evidence: list[Event] = [first.event]
+        notes = {0: "the metaspace OOM" + (" (fatal: the process shuts down)" if first.fatal else "")}
+        if cause == "classloader-leak":
+            for ev in ([ev for ev, _, _ in submissions[-3:]] + closed[:2]):
+                notes[len(evidence)] = ("closed class loader still in use" if CLOSED_CLASSLOADER.search(ev.text)
+                                        else "a job submission to the same cluster")
+                evidence.append(ev)
+        elif cause == "restart-loop-leak":
+            for ev in (restarts[:1] + restarts[-1:]):
+                notes[len(evidence)] = "a restart of the job before the OOM"
+                evidence.append(ev)
+        for o in found[1:3]:
+            notes[len(evidence)] = "it happened again"
+            evidence.append(o.event)
+        confidence = 0.85 if cause != "metaspace-too-small" or self._start_seen(incident, first) else 0.6
+        return [self.finding(
+            cause, summary, evidence, confidence=confidence, notes=notes,
+            patches=self._patches(incident, cause, jm, metaspace, first_fault),
+            details={
+                "occurrences": len(found),
+                "process": first.process,
+                "fatal": first.fatal,
+                "metaspace": format_size(metaspace) if metaspace else None,
+                "metaspace_source": source,
+                "restarts_before_oom": len(restarts),
+                "job_submissions_before_oom": len(submissions),
+                "closed_classloader_warnings": len(closed),
+                "first_fault_of_restarts": first_fault,
+                "seconds_running_before_oom": [round(u, 1) if u is not None else None for u in uptimes],
+            },
+        )]
+
+    @staticmethod
+    def _start_seen(incident: Incident, first: oom.OomOccurrence) -> bool:
+        """The logs show the job (or the TaskManager) starting before the OOM: its history is in view."""
+        return any((ev.ts or "") <= (first.ts or "") and (oom.JOB_RUNNING.search(ev.message) or oom.SUBMISSION.search(
+            ev.message) or oom.TM_BANNER.search(ev.message)) for ev in incident.events if ev.ts) and bool(first.ts)
+
+    @staticmethod
+    def _metaspace(incident: Incident, jm: bool) -> tuple[int | None, str]:
+        if jm:
+            mem, source = oom.jobmanager_memory(incident)
+            return (mem.metaspace or None) if mem else None, source
+        sizing = oom.taskmanager_sizing(incident)
+        if sizing.memory is not None:
+            return sizing.memory.metaspace, sizing.source
+        return None, sizing.source
+
+    @staticmethod
+    def _first_fault(incident: Incident, restarts: list[Event]) -> str | None:
+        if not restarts:
+            return None
+        for ep in episodes(incident):
+            fault = ep.first_fault
+            if fault is not None and oom.oom_link(fault, "metaspace") is None:
+                return fault_text(fault)[:200]
+        return None
+
+    def _patches(self, incident: Incident, cause: str, jm: bool, metaspace: int | None,
+                 first_fault: str | None) -> list[Patch]:
+        factor = 2.0 if cause == "metaspace-too-small" else 1.5
+        patches = self._grow(incident, jm, metaspace, factor, stopgap=cause != "metaspace-too-small")
+        if cause == "classloader-leak":
+            patches.append(self.ops_patch(
+                "stop the class-loader leak",
+                "Put the libraries that register themselves globally (JDBC drivers, Hadoop, connectors with static "
+                "caches or threads) into Flink's lib/ (loaded once, by the parent class loader) and mark them "
+                "'provided' in the job jar; or run each job in application mode, so its JobManager and TaskManagers "
+                "end with it. Do not set classloader.check-leaked-classloader: false to silence 'Trying to access "
+                "closed classloader': that is only for benign cases (a Hadoop shutdown hook after the job ended), "
+                "it hides the leak without freeing anything.",
+                "ls $FLINK_HOME/lib   # shared drivers belong here\n"
+                "jcmd <pid> VM.classloader_stats   # many loaders of the same job jar = the leak\n"
+                "jcmd <pid> GC.class_histogram | grep -c ChildFirstClassLoader"))
+        elif cause == "restart-loop-leak":
+            patches.append(self.ops_patch(
+                "fix the restarts",
+                "Each restart loads the job's classes into a new class loader; what keeps the old ones alive grows "
+                "the metaspace until it breaks. Fix the failure that keeps restarting the job"
+                + (f" ({first_fault})" if first_fault else "")
+                + ", then the leak (libraries to lib/, close clients and threads in close())."))
+        return patches
+
+    def _grow(self, incident: Incident, jm: bool, metaspace: int | None, factor: float,
+              stopgap: bool) -> list[Patch]:
+        why = (f"{factor:g}x the metaspace ({oom.mib_text(metaspace)} → "
+               f"{oom.mib_text(int((metaspace or 0) * factor))}); the other pools keep their size (model-checked)."
+               + (" A stopgap: a leak fills any size, but it buys time between failures." if stopgap else ""))
+        try:
+            if jm:
+                changes = oom.grow_jobmanager_pool(incident, "metaspace", factor)
+            else:
+                sizing = oom.taskmanager_sizing(incident)
+                if sizing.memory is None or not sizing.model:
+                    return []
+                changes = oom.changes_for(sizing, "metaspace", factor)
+        except (ValueError, MemoryConfigError):
+            return []
+        return [self.flink_patch(incident, key, value, why) for key, value in changes.items()]
