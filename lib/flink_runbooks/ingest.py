@@ -42,7 +42,7 @@ BASE_SIGNATURES = (
     r"(?:INFO|\]) +- {4,}[a-z][\w.-]+=",
     r"Using (?:standard|legacy) YAML parser",
     r"Final (?:TaskExecutor|Master|JobManager) Memory configuration",
-    r" - {2,}(?:Total (?:Process|Flink|JVM Heap|Off-heap|JVM Direct) Memory|Framework|Task|Managed|Network|JVM Metaspace|JVM Overhead):",
+    r" - {2,}(?:Total (?:Process|Flink|JVM Heap|Off-heap|JVM Direct) Memory|Framework|Task|Managed|Network|JVM Metaspace|JVM Overhead|JVM Heap|Off-heap):",
     r"(?:Consumer|Producer|AdminClient)Config values:",
     r"Starting TaskManager with ResourceID: ",
     r"Triggering (?:checkpoint|savepoint) \d+",
@@ -98,7 +98,7 @@ def prefilter(detectors: Sequence | None = None) -> tuple[str, str]:
         lines.extend(d.signatures)
         frames.extend(d.frames)
     union = "|".join(f"(?:{s})" for s in dict.fromkeys(lines))
-    frame_union = r"^\s*at .*(?:" + "|".join(f"(?:{s})" for s in dict.fromkeys(frames)) + ")" if frames else r"(?!)"
+    frame_union = r"^(?:" + layouts._PREFIX + r")?\s*at .*(?:" + "|".join(f"(?:{s})" for s in dict.fromkeys(frames)) + ")" if frames else r"(?!)"
     return union, frame_union
 
 
