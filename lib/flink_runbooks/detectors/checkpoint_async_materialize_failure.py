@@ -1,0 +1,230 @@
+"""``Could not materialize checkpoint N for operator``: the asynchronous part of a task's snapshot failed.
+
+When it fires: the async failure failed a task (Flink ≤ 1.8, ``AsynchronousException``) → a failure; the async
+failures only declined checkpoints and the job kept running (1.9+) → a warning, unless they were one short run after
+which checkpoints completed again (a blip the job rode out).
+
+When it stays silent: for failed checkpoints whose run ended in ``Exceeded checkpoint tolerable failure threshold``
+(``checkpoint-tolerable-failure-threshold`` reports them, with the same storage cause, as the reason the job failed
+over), and, since 1.9, for checkpoints that had already expired or been declined by another task (the JobManager
+ignores those failures; the runbook of the first end applies).
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from ..checkpoints import checkpoint_history
+from ..model import Event, Finding, Incident, RootCause
+from ..snapshot_failures import (FLUSH_CLOSE, HDFS_FAILURE, OPEN_STREAM, STORAGE_CLIENT, TOLERABLE_KEY,
+                                 SnapshotFailure, checkpoint_dir, decline_instead_of_fail_patch, is_legacy,
+                                 longest_failed_streak, prior_discard, snapshot_failures, storage_actions,
+                                 storage_error, threshold_covered_ids, tolerance_patches, transient_blip)
+from .base import Detector
+
+# Deepest causes that come from serializing the state rather than from writing it.
+SERIALIZATION = re.compile(
+    r"ConcurrentModificationException|KryoException|NullPointerException|ClassCastException|"
+    r"IndexOutOfBoundsException|StackOverflowError|NotSerializableException|InvalidClassException")
+
+
+class CheckpointAsyncMaterializeFailure(Detector):
+    slug = "checkpoint-async-materialize-failure"
+    title = "Could not materialize checkpoint (asynchronous snapshot failed)"
+    category = "checkpointing"
+    meaning = ("A task could not finish writing its state to the checkpoint storage in the asynchronous part of a "
+               "checkpoint: up to Flink 1.8 this fails the task, since 1.9 it declines the checkpoint.")
+    exception_classes = ("org.apache.flink.streaming.runtime.tasks.AsynchronousException",
+                         "org.apache.flink.runtime.taskmanager.AsynchronousException",
+                         "org.apache.flink.runtime.checkpoint.CheckpointException")
+    versions = "1.x, 2.x (fails the task up to 1.8; declines the checkpoint since 1.9, FLINK-11662)"
+    layer = 1  # wraps a storage fault; hdfs-datanode-failure is the more specific runbook for datanode trouble
+    signatures = (
+        r"Could not materialize checkpoint \d+",
+        r"asynchronous part of checkpoint \d+ could not be completed",
+        r"Asynchronous task checkpoint failed",
+        r"Could not flush (?:to file )?and close the file system output stream",
+        r"Ignore decline of checkpoint \d+ as task is not running",
+        r"Discarding checkpoint \d+ of job",
+    )
+    root_causes = (
+        RootCause("checkpoint-discarded-while-writing",
+                  "The JobManager had already discarded the checkpoint (another task declined it, or it expired) "
+                  "and deleted chk-N while this task was still writing into it.",
+                  "A decline/expiry/discard of the same checkpoint id precedes the failure, and the storage says the "
+                  "file is gone ('Path doesn't exist', FileNotFoundException, 'No lease on')."),
+        RootCause("storage-unwritable",
+                  "The checkpoint storage refused the write: permissions, a quota or a full disk.",
+                  "AccessControlException / 'Permission denied' / 'Mkdirs failed', DSQuotaExceededException, "
+                  "'No space left on device' under the materialize failure."),
+        RootCause("storage-io-error",
+                  "Writing to the checkpoint storage failed with an I/O error: timeouts, lost connections, an "
+                  "unavailable storage service.",
+                  "SocketTimeoutException / 'Connection reset' / other storage-client errors under 'Could not flush "
+                  "and close the file system output stream'."),
+        RootCause("hdfs-datanodes-bad",
+                  "The HDFS write pipeline ran out of datanodes (see the hdfs-datanode-failure runbook).",
+                  "'All datanodes ... are bad' / 'could only be written to 0 of the N minReplication nodes' under "
+                  "the materialize failure."),
+        RootCause("state-serialization-failure",
+                  "Serializing the state snapshot failed: state objects were changed while the asynchronous "
+                  "snapshot read them, or their serializer cannot handle them.",
+                  "A non-I/O deepest cause under the materialize failure: ConcurrentModificationException, "
+                  "KryoException, NullPointerException or ClassCastException from a serializer."),
+        RootCause("unknown-cause",
+                  "The logs show the materialize failure but not what failed underneath.",
+                  "The trace stops at 'Could not materialize checkpoint' (an excerpt, or the TaskManager log is "
+                  "missing)."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        failures = snapshot_failures(incident, "async")
+        if not failures:
+            return []
+        history = checkpoint_history(incident)
+        covered = threshold_covered_ids(incident, history)
+        failing = [f for f in failures if f.failed_task]
+        outcome = {a.checkpoint_id: a.outcome for a in history}
+        declined = [f for f in failures if not f.failed_task and f.checkpoint_id not in covered
+                    and self._ended_by_it(incident, f, outcome.get(f.checkpoint_id))]
+        if not failing and declined and transient_blip(history, {f.checkpoint_id for f in declined}):
+            return []
+        subject = failing or declined
+        if not subject:
+            return []
+        judged = [(f, *self._judge(incident, f)) for f in subject]
+        lead, cause, prior, confidence = next((j for j in judged if j[1] != "unknown-cause"), judged[0])
+        severity = "failure" if failing else "warning"
+        legacy = is_legacy(incident, [ev for f in subject for ev in f.events])
+        streak = longest_failed_streak(history)
+        tolerable = incident.config.get_int(TOLERABLE_KEY)
+        directory = checkpoint_dir(lead.text) or incident.config.get("execution.checkpointing.dir")
+
+        evidence: list[Event] = []
+        notes: dict[int, str] = {}
+        if prior is not None:
+            notes[len(evidence)] = f"checkpoint {lead.checkpoint_id} was already ended by this, before the write failed"
+            evidence.append(prior)
+        culprit = max(lead.events, key=lambda e: len(e.chain))
+        notes[len(evidence)] = (f"checkpoint {lead.checkpoint_id}: the asynchronous write failed"
+                                + (" and failed the task" if lead.failed_task else ", the checkpoint was declined"))
+        evidence.append(culprit)
+        for f in subject:
+            if f is not lead:
+                evidence.append(max(f.events, key=lambda e: len(e.chain)))
+                notes[len(evidence) - 1] = f"checkpoint {f.checkpoint_id} failed the same way"
+        details = {
+            "failed_checkpoints": [f.checkpoint_id for f in subject],
+            "task_failures": len(failing),
+            "declined_only": len(declined),
+            "reported_by_tolerable_threshold": sorted(covered & {f.checkpoint_id for f in failures}),
+            "operators": sorted({f.operator for f in subject if f.operator}),
+            "causes": dict(Counter(c for _, c, _, _ in judged)),
+            "deepest_cause": lead.cause,
+            "checkpoint_dir": directory,
+            "tolerable_failed_checkpoints": tolerable if tolerable is not None else "unset (0)",
+            "longest_failed_streak": streak,
+            "behaviour": ("fails the task (Flink <= 1.8)" if legacy else
+                          "declines the checkpoint (Flink 1.9+)" if legacy is False else "version unknown"),
+        }
+        return [self.finding(
+            cause, self._summary(cause, lead, subject, severity, prior, tolerable, streak), evidence,
+            confidence=confidence, severity=severity, notes=notes, details=details,
+            patches=self._patches(incident, cause, lead, prior, legacy, streak, directory, severity),
+        )]
+
+    @staticmethod
+    def _ended_by_it(incident: Incident, failure: SnapshotFailure, outcome: str | None) -> bool:
+        """Whether this declined snapshot is what failed its checkpoint (since 1.9 a failure on a checkpoint that
+        already expired or was declined by another task is ignored by the JobManager)."""
+        if outcome == "expired" or prior_discard(incident, failure) is not None:
+            return False
+        return any(ev.chain for ev in failure.events) or outcome in ("declined", "failed")
+
+    def _judge(self, incident: Incident, failure: SnapshotFailure) -> tuple[str, Event | None, float]:
+        text = failure.text
+        if HDFS_FAILURE.search(text):
+            return "hdfs-datanodes-bad", None, 0.85
+        error = storage_error(text)
+        prior = prior_discard(incident, failure)
+        if prior is not None and (error is None or error[0] == "path-gone"):
+            return "checkpoint-discarded-while-writing", prior, 0.9
+        if error and error[0] == "path-gone":
+            return "checkpoint-discarded-while-writing", None, 0.6
+        if error and error[0] in ("space", "permission"):
+            return "storage-unwritable", None, 0.9
+        if error or FLUSH_CLOSE.search(text) or OPEN_STREAM.search(text) or STORAGE_CLIENT.search(text):
+            return "storage-io-error", None, 0.8
+        if SERIALIZATION.search(failure.cause or ""):
+            return "state-serialization-failure", None, 0.8
+        return "unknown-cause", None, 0.5
+
+    def _summary(self, cause: str, lead: SnapshotFailure, subject: list[SnapshotFailure], severity: str,
+                 prior: Event | None, tolerable: int | None, streak: int) -> str:
+        ids = ", ".join(str(f.checkpoint_id) for f in subject[:6]) + (" …" if len(subject) > 6 else "")
+        op = f" of {lead.operator}" if lead.operator else ""
+        if severity == "failure":
+            head = (f"The asynchronous snapshot{op} for checkpoint(s) {ids} failed and failed the task, so the job "
+                    f"restarted from its last completed checkpoint. ")
+        else:
+            tol = tolerable if tolerable is not None else 0
+            head = (f"{len(subject)} checkpoint(s) ({ids}) failed in the asynchronous phase and were declined; the "
+                    f"job kept running (tolerable-failed-checkpoints={tol}, longest run of failed checkpoints "
+                    f"{streak}). ")
+        why = self.cause(cause).summary
+        if cause == "checkpoint-discarded-while-writing" and prior is not None:
+            first = (prior.root_cause.simple_name + ": " + prior.root_cause.message) if prior.root_cause else prior.message
+            why += f" It was ended first by: {first}"
+        elif lead.cause:
+            why += f" Deepest cause: {lead.cause}"
+        return head + "Why: " + why
+
+    def _patches(self, incident: Incident, cause: str, lead: SnapshotFailure, prior: Event | None,
+                 legacy: bool | None, streak: int, directory: str | None, severity: str):
+        patches = []
+        if cause == "checkpoint-discarded-while-writing":
+            if prior is None:
+                first, runbook = "not in these logs", "checkpoint-expired or checkpoint-declined-task-not-ready"
+            elif "expired" in prior.message:
+                first, runbook = "it expired", "checkpoint-expired"
+            elif prior.root_cause and "NotReady" in prior.root_cause.simple_name:
+                first, runbook = prior.root_cause.simple_name, "checkpoint-declined-task-not-ready"
+            else:
+                first = prior.root_cause.simple_name if prior.root_cause else "a decline by another task"
+                runbook = "the runbook of that decline"
+            patches.append(self.ops_patch(
+                "the first failure of the checkpoint",
+                f"The write failed only because the checkpoint had already been abandoned: fix what ended it first "
+                f"({first}; see {runbook})."))
+            if legacy is not False:
+                patches.append(self.ops_patch(
+                    "upgrade to Flink 1.9 or later",
+                    "Since 1.9 (FLINK-11662) the CheckpointCoordinator ignores failures of checkpoints it already "
+                    "discarded, so this race no longer restarts the job."))
+        elif cause in ("storage-unwritable", "storage-io-error"):
+            kind = (storage_error(lead.text) or ("io", ""))[0]
+            patches += storage_actions(self, kind, lead.text, directory)
+        elif cause == "state-serialization-failure":
+            patches.append(self.ops_patch(
+                "state objects and serializers",
+                f"The asynchronous snapshot serializes state while the task keeps running: {lead.cause}. Do not "
+                f"mutate objects after putting them into state (update them through state.update with a new or "
+                f"copied object) and give state types a Flink serializer (POJO/Avro) instead of Kryo."))
+        elif cause == "hdfs-datanodes-bad":
+            patches.append(self.ops_patch(
+                "HDFS datanodes",
+                "The checkpoint write failed in the HDFS pipeline: follow the hdfs-datanode-failure runbook for the "
+                "datanode and client-side fixes."))
+        # Declining instead of failing suits transient causes; with a storage that refuses every write it would only
+        # hide that no checkpoint completes any more.
+        if legacy is not False and lead.failed_task and cause != "storage-unwritable":
+            patches.append(decline_instead_of_fail_patch(
+                self, "Flink <= 1.8 (what the task failure here shows): a failed snapshot then declines the "
+                      "checkpoint instead of failing the task and restarting the job. Deprecated in 1.9, removed "
+                      "in 2.0; from 1.9 on this is the default behaviour."))
+        if legacy is not True and cause != "storage-unwritable":
+            patches += tolerance_patches(
+                self, incident, streak,
+                f"Since 1.9 asynchronous failures count against this threshold; up to {streak} checkpoint(s) failed "
+                f"in a row here. Tolerating a few more keeps isolated storage hiccups from failing the job over.")
+        return patches
