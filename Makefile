@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 EXAMPLE ?= data/checkpoint-tolerable-failure-threshold/storage-permission-denied
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup demo test test-fast site clean
 
 setup:
 	@./scripts/setup.sh
@@ -16,6 +16,9 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not notebook"
+
+site: setup
+	$(BIN)/flink-runbooks site --out build/site
 
 clean:
 	rm -rf build/*

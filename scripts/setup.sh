@@ -19,6 +19,13 @@ if need_java; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq openjdk-17-jre-headless >/dev/null
 fi
 
+if [ ! -x /usr/bin/chromium ]; then
+  echo "setup: the site's browser tests need Chromium; installing Debian's chromium with apt" >&2
+  if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else
+    echo "setup: cannot install chromium without root; install Debian's chromium package and re-run" >&2; exit 2; fi
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+fi
+
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
   echo "setup: Python 3.11 or newer is required (found $("$PYTHON" --version 2>&1))" >&2; exit 2

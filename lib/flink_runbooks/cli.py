@@ -1,6 +1,6 @@
 """``flink-runbooks``: the command line used by people on call and by incident automation.
 
-Exit codes (a contract): 0 nothing found, 1 findings, 2 bad input or usage, 3 (triage) a runbook failed.
+Exit codes (a contract): 0 nothing found, 1 findings, 2 bad input or usage, 3 (triage, site) a runbook failed.
 """
 from __future__ import annotations
 
@@ -48,6 +48,12 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--out-root", required=True, metavar="DIR", help="each triage writes into a new timestamped folder here")
     s.add_argument("--jobs", type=int, default=2)
     s.add_argument("--timeout", type=float, default=600)
+
+    w = sub.add_parser("site", help="build the static runbook site: every runbook executed against its example incident")
+    w.add_argument("--out", default="build/site", metavar="DIR",
+                   help="output directory (default build/site; an earlier site there is replaced as a whole)")
+    w.add_argument("--jobs", type=int, default=2, help="runbooks executed in parallel (default 2)")
+    w.add_argument("--runbooks", help="comma-separated runbook slugs to publish (default: every runbook)")
 
     ls = sub.add_parser("runbooks", help="list the runbooks")
     ls.add_argument("--format", choices=("text", "json"), default="text")
@@ -137,6 +143,25 @@ def cmd_serve(args) -> int:
                       jobs=args.jobs, timeout_s=args.timeout)
 
 
+def cmd_site(args) -> int:
+    from .site import SiteError, build_site
+    from .triage import EXIT_RUNBOOK_FAILED
+
+    runbooks = [r.strip() for r in args.runbooks.split(",") if r.strip()] if args.runbooks else None
+    try:
+        report = build_site(args.out, runbooks=runbooks, jobs=args.jobs,
+                            progress=lambda msg: print(f"flink-runbooks: {msg}", file=sys.stderr, flush=True))
+    except SiteError as exc:
+        print(f"flink-runbooks: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for r in report.failed:
+        print(f"runbook {r.slug}: failed against its example incident: {r.error}", file=sys.stderr)
+    for link in report.broken_links:
+        print(f"broken link: {link}", file=sys.stderr)
+    print(report.out / "index.html")
+    return EXIT_CLEAN if report.ok else EXIT_RUNBOOK_FAILED
+
+
 def cmd_runbooks(args) -> int:
     import json
 
@@ -154,7 +179,8 @@ def cmd_runbooks(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    handler = {"diagnose": cmd_diagnose, "triage": cmd_triage, "serve": cmd_serve, "runbooks": cmd_runbooks}[args.command]
+    handler = {"diagnose": cmd_diagnose, "triage": cmd_triage, "serve": cmd_serve, "site": cmd_site,
+               "runbooks": cmd_runbooks}[args.command]
     return handler(args)
 
 
