@@ -62,7 +62,10 @@ def test_seed_discarded_checkpoint_fails_the_task_on_1_8():
     assert finding.severity == "failure" and finding.confidence >= 0.9
     assert finding.details["failed_checkpoints"] == [1389046] and finding.details["task_failures"] == 1
     # the decline by another task comes first: it is why chk-1389046 no longer existed
-    assert "Decline checkpoint 1389046 by task 7239e5d2" in finding.evidence[0].text
+    assert "Discarding checkpoint 1389046" in finding.evidence[0].text
+    assert "CheckpointDeclineTaskNotReadyException" in finding.evidence[0].text
+    first = next(p for p in finding.patches if p.key == "the first failure of the checkpoint")
+    assert "checkpoint-declined-task-not-ready" in first.reason
     assert "Path doesn't exist" in finding.details["deepest_cause"]
     code = next(p for p in finding.patches if p.target == "code")
     assert "setFailOnCheckpointingErrors(false)" in code.snippet

@@ -81,10 +81,12 @@ REPLACE_POLICY = re.compile(r"The current failed datanode replacement policy is 
 MIN_REPLICATION = re.compile(
     r"File (?P<path>\S+) could only be (?:written|replicated) to (?P<written>\d+) "
     r"(?:of the (?P<min>\d+) minReplication nodes|nodes,? instead of minReplication \(=(?P<min_old>\d+)\))")
-DATANODES_RUNNING = re.compile(r"There are (?P<running>\d+) datanode\(s\) running and (?P<excluded>\d+|no) node\(s\) are excluded")
+DATANODES_RUNNING = re.compile(
+    r"There are (?P<running>\d+) datanode\(s\) running and (?P<excluded>\d+|no) node\(s\) are excluded")
 EXCLUDING = re.compile(r"Excluding datanode (?:DatanodeInfoWithStorage\[)?(?P<addr>[\w.-]+:\d{2,5})")
 DATANODE_ADDR = re.compile(r"(?:DatanodeInfoWithStorage\[)?(?P<addr>\b[\w-]+(?:\.[\w-]+)*:\d{2,5})(?=[,\]\s]|$)")
-DATANODE_DISK_FULL = re.compile(r"DiskOutOfSpaceException|No space left on device|NOT_ENOUGH_STORAGE_SPACE|is less than the block size")
+DATANODE_DISK_FULL = re.compile(
+    r"DiskOutOfSpaceException|No space left on device|NOT_ENOUGH_STORAGE_SPACE|is less than the block size")
 HADOOP_LOGGER = re.compile(r"org\.apache\.hadoop\.hdfs\.|DataStreamer|DFSClient|DFSOutputStream")
 HDFS_FAILURE = re.compile(
     rf"{ALL_DATANODES_BAD.pattern}|{REPLACE_FAILED.pattern}|{MIN_REPLICATION.pattern}")
@@ -189,15 +191,11 @@ def prior_discard(incident: Incident, failure: SnapshotFailure) -> Event | None:
         return None
     own = {id(ev) for ev in failure.events}
     rx = re.compile(rf"Decline checkpoint {cid}\b|Checkpoint {cid} of job \w+ expired|Discarding checkpoint {cid}\b")
-    for index, ev in enumerate(incident.events):
-        if index >= failure.first_index:
-            return None
-        if id(ev) in own or not rx.search(ev.message):
-            continue
-        if MATERIALIZE.search(ev.text) or ASYNC_REASON.search(ev.text):
-            continue  # this task's own decline
-        return ev
-    return None
+    earlier = [ev for ev in incident.events[:failure.first_index]
+               if id(ev) not in own and rx.search(ev.message)
+               and not (MATERIALIZE.search(ev.text) or ASYNC_REASON.search(ev.text))]  # not this task's own decline
+    # Up to 1.9 the decline line carries no cause; the "Discarding checkpoint N" line right after it does.
+    return next((ev for ev in earlier if ev.chain), earlier[0] if earlier else None)
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -407,7 +405,8 @@ def storage_actions(detector, kind: str, text: str, directory: str | None) -> li
                 f"HDFS refused {m['access']} access for user {m['user']} on {m['inode']} (owned by {m['owner']}:"
                 f"{m['group']}, mode {m['mode']}). Give the user Flink runs as write access to the checkpoint "
                 f"directory; no Flink setting makes checkpoints succeed while the storage refuses writes.",
-                snippet=f"hdfs dfs -ls -d {m['inode']}\n# as the HDFS superuser:\nhdfs dfs -chown -R {m['user']} {m['inode']}")]
+                snippet=(f"hdfs dfs -ls -d {m['inode']}\n# as the HDFS superuser:\n"
+                         f"hdfs dfs -chown -R {m['user']} {m['inode']}"))]
         if m := _OBJECT_STORE.search(directory or text):
             target = "/".join(p for p in (m["bucket"], m["prefix"].strip("/")) if p)
             probe = (f"aws s3 cp /etc/hostname s3://{target}/_write_probe   # with the TaskManagers' credentials"
@@ -428,13 +427,15 @@ def storage_actions(detector, kind: str, text: str, directory: str | None) -> li
                 "checkpoint storage quota",
                 f"The HDFS {what} quota of {m['dir']} is used up ({m['numbers'].strip()}). Remove checkpoints of jobs "
                 f"that no longer run and raise the quota; the space quota counts every replica.",
-                snippet=f"hdfs dfs -count -q -h {m['dir']}\nhdfs dfs -du -h {m['dir']}\n"
-                        f"# as the HDFS superuser, once you know the size needed:\nhdfs dfsadmin -set{'Space' if what == 'space' else ''}Quota <new quota> {m['dir']}")]
+                snippet=(f"hdfs dfs -count -q -h {m['dir']}\nhdfs dfs -du -h {m['dir']}\n"
+                         f"# as the HDFS superuser, once you know the size needed:\n"
+                         f"hdfs dfsadmin -set{'Space' if what == 'space' else ''}Quota <new quota> {m['dir']}"))]
         return [detector.ops_patch(
             "checkpoint storage space",
             f"The storage behind {where} is full. Free space (old checkpoints of jobs that no longer run) or add "
             f"capacity.",
-            snippet=f"df -h {local}" if scheme == "file" and local else f"hdfs dfs -du -h {where}" if scheme in ("hdfs", "viewfs") else None)]
+            snippet=(f"df -h {local}" if scheme == "file" and local else
+                     f"hdfs dfs -du -h {where}" if scheme in ("hdfs", "viewfs") else None))]
     if kind == "network":
         probe = (f"time hdfs dfs -ls {where}" if scheme in ("hdfs", "viewfs") else
                  f"time aws s3 ls {re.sub(r'^s3[anp]?://', 's3://', where)}/" if scheme.startswith("s3") else None)

@@ -23,13 +23,18 @@ from .base import Detector
 CONNECTOR_FLUSH = re.compile(
     r"Failed to send data to Kafka|org\.apache\.kafka\.common\.(?:errors\.|KafkaException)|FlinkKafkaException|"
     r"ElasticsearchException|Writing records to JDBC failed|BatchUpdateException|"
-    r"An error occurred in ElasticsearchSink|Failed to flush")
-SNAPSHOT_FRAME = re.compile(r"^\s*at (?P<where>(?P<cls>[\w$.]+)\.(?:snapshotState|prepareSnapshotPreBarrier)\((?P<file>[^)]*)\))")
-FRAMEWORK = re.compile(r"^(?:org\.apache\.flink\.|java\.|javax\.|jdk\.|sun\.|scala\.|org\.apache\.hadoop\.|"
-                       r"org\.apache\.kafka\.|com\.amazonaws\.|software\.amazon\.|org\.rocksdb\.|akka\.|org\.apache\.pekko\.)")
+    r"An error occurred in ElasticsearchSink")
+SNAPSHOT_FRAME = re.compile(
+    r"^\s*at (?P<where>(?P<cls>[\w$.]+)\.(?:snapshotState|prepareSnapshotPreBarrier)\((?P<file>[^)]*)\))")
+FRAMEWORK = re.compile(
+    r"^(?:org\.apache\.flink\.|java\.|javax\.|jdk\.|sun\.|scala\.|org\.apache\.hadoop\.|org\.apache\.kafka\.|"
+    r"com\.amazonaws\.|software\.amazon\.|org\.rocksdb\.|akka\.|org\.apache\.pekko\.)")
 # Classes every snapshot passes through: never the code that owns the failing write.
-PLUMBING = re.compile(r"\.(?:AbstractStreamOperator|AbstractUdfStreamOperator|StreamOperatorStateHandler|StreamingFunctionUtils|"
-                      r"RegularOperatorChain|OperatorChain|StreamTask|SubtaskCheckpointCoordinatorImpl)$")
+PLUMBING = re.compile(
+    r"\.(?:AbstractStreamOperator|AbstractUdfStreamOperator|StreamOperatorStateHandler|StreamingFunctionUtils|"
+    r"RegularOperatorChain|OperatorChain|StreamTask|SubtaskCheckpointCoordinatorImpl)$")
+# A chain made only of these says nothing about what failed underneath (a cut-off trace).
+PERFORM_OR_COMPLETE = re.compile(r"Could not (?:perform checkpoint|complete snapshot) \d+ for operator")
 # Deepest causes that are programming errors rather than I/O (when no user frame was kept).
 PROGRAMMING_ERROR = re.compile(
     r"^java\.lang\.(?:NullPointerException|IllegalStateException|IllegalArgumentException|ClassCastException|"
@@ -168,7 +173,7 @@ class CheckpointSyncPhaseFailure(Detector):
                 "datanode and client-side fixes."))
         elif cause == "storage-write-failure":
             kind = (storage_error(text) or ("io", ""))[0]
-            directory = checkpoint_dir(text) or _written_path(text) or incident.config.get("execution.checkpointing.dir")
+            directory = checkpoint_dir(text) or _written_dir(text) or incident.config.get("execution.checkpointing.dir")
             patches += storage_actions(self, kind, text, directory)
         elif cause == "rocksdb-native-checkpoint-failure":
             localdir = incident.config.get("state.backend.rocksdb.localdir")
@@ -209,13 +214,13 @@ class CheckpointSyncPhaseFailure(Detector):
         return patches
 
 
-PERFORM_OR_COMPLETE = re.compile(r"Could not (?:perform checkpoint|complete snapshot) \d+ for operator")
-_SINK_PATH = re.compile(r"(?P<path>(?:hdfs|s3[anp]?|oss|gs|abfss?|viewfs)://\S+?)(?:/(?:part-|\.part-|_)[^\s/]*)?(?=[\s,;]|$)")
+_STORAGE_URI = re.compile(r"(?:hdfs|s3[anp]?|oss|gs|abfss?|wasbs?|viewfs)://[^\s:,;]+(?::\d+)?[^\s:,;]*")
 
 
-def _written_path(text: str) -> str | None:
-    m = _SINK_PATH.search(text)
-    return m.group("path") if m else None
+def _written_dir(text: str) -> str | None:
+    """The directory of the first storage URI in ``text`` (a sink's part file, a state file)."""
+    m = _STORAGE_URI.search(text)
+    return m.group(0).rsplit("/", 1)[0] if m else None
 
 
 def _last_completed_before(history: list[CheckpointAttempt], failure: SnapshotFailure) -> CheckpointAttempt | None:

@@ -76,7 +76,8 @@ class HdfsDatanodeFailure(Detector):
         first_ts = min((ev.ts for ev in trouble.events if ev.ts), default=None)
         threshold_after = [ev for ev, _ in incident.find(THRESHOLD) if first_ts is None or (ev.ts or "~") >= first_ts]
         task_failed = (bool(sync) or any(f.failed_task for f in async_)
-                       or any(TASK_FAILED.search(ev.message) or GLOBAL_FAILURE.search(ev.message) for ev in trouble.events))
+                       or any(TASK_FAILED.search(ev.message) or GLOBAL_FAILURE.search(ev.message)
+                              for ev in trouble.events))
         failed_over = task_failed or bool(covered) or (not trouble.checkpoint_ids and bool(threshold_after))
         in_checkpoints = bool(sync or async_ or trouble.checkpoint_ids
                               or any(FLUSH_CLOSE.search(ev.text) for ev in trouble.events))
