@@ -112,3 +112,15 @@ def history_frame(history: list[CheckpointAttempt]):
     } for a in history]
     return pd.DataFrame(rows, columns=["checkpoint", "job", "triggered", "finished", "outcome", "duration_ms",
                                        "size_bytes", "failure"])
+
+
+def failed_streak_before(history: list[CheckpointAttempt], event: Event) -> list[CheckpointAttempt]:
+    """The consecutive failed attempts that ended in ``event`` (newest last)."""
+    before = [a for a in history if (a.finished or a.triggered or "") <= (event.ts or "~")]
+    streak: list[CheckpointAttempt] = []
+    for att in reversed(before):
+        if att.outcome == "completed":
+            break
+        if att.outcome != "in progress":
+            streak.append(att)
+    return list(reversed(streak))

@@ -20,7 +20,8 @@ MAX_BODY = 400
 
 _CAUSED = re.compile(r"^(Caused by|Suppressed):\s*(.*)$")
 _MORE = re.compile(r"^\.\.\. \d+ (?:more|common frames omitted)")
-_EXC = re.compile(r"^((?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b[\w$]*)(?::\s?(.*))?$")
+# Hadoop's RemoteException names the remote class in brackets: RemoteException(java.io.IOException): msg
+_EXC = re.compile(r"^((?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b[\w$]*)(?:\([\w$.]+\))?(?::\s?(.*))?$")
 _UNCAUGHT = re.compile(r'^Exception in thread "[^"]*" ')  # the JVM's report of an uncaught exception
 _WRAPPERS = ("org.apache.flink.util.SerializedThrowable",)
 

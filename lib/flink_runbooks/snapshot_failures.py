@@ -205,12 +205,12 @@ def prior_discard(incident: Incident, failure: SnapshotFailure) -> Event | None:
 def threshold_covered_ids(incident: Incident, history: list[CheckpointAttempt] | None = None) -> set[int]:
     """Ids of the failed checkpoints whose consecutive run ended in ``Exceeded checkpoint tolerable failure
     threshold`` (the ones the ``checkpoint-tolerable-failure-threshold`` runbook reports)."""
-    from .detectors.checkpoint_tolerable_failure_threshold import _failed_streak_before
+    from .checkpoints import failed_streak_before
 
     history = checkpoint_history(incident) if history is None else history
     covered: set[int] = set()
     for ev, _ in incident.find(THRESHOLD):
-        covered.update(a.checkpoint_id for a in _failed_streak_before(history, ev))
+        covered.update(a.checkpoint_id for a in failed_streak_before(history, ev))
     return covered
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from ..checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history
+from ..checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history, failed_streak_before
 from ..model import Event, Finding, Incident, RootCause
 from ..units import format_duration
 from .base import Detector
@@ -70,7 +70,7 @@ class CheckpointTolerableFailureThreshold(Detector):
             return []
         history = checkpoint_history(incident)
         first = exceeded[0]
-        streak = _failed_streak_before(history, first)
+        streak = failed_streak_before(history, first)
         reason_text = _stated_reason(exceeded)
         cause = _classify(streak, reason_text)
         if cause == "unknown-reason" and any("finalizeCheckpoint" in f for ev in exceeded for f in ev.frames):
@@ -163,18 +163,6 @@ def _stated_reason(exceeded: list[Event]) -> str | None:
         if m and m.group("reason"):
             return m.group("reason").strip()
     return None
-
-
-def _failed_streak_before(history: list[CheckpointAttempt], event: Event) -> list[CheckpointAttempt]:
-    """The consecutive failed attempts that ended in ``event`` (newest last)."""
-    before = [a for a in history if (a.finished or a.triggered or "") <= (event.ts or "~")]
-    streak: list[CheckpointAttempt] = []
-    for att in reversed(before):
-        if att.outcome == "completed":
-            break
-        if att.outcome != "in progress":
-            streak.append(att)
-    return list(reversed(streak))
 
 
 def _last_completed_before(history: list[CheckpointAttempt], event: Event) -> CheckpointAttempt | None:
