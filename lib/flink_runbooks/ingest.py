@@ -15,6 +15,7 @@ Pipeline (one pass over the log bytes, no shuffle):
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import os
 import re
@@ -55,7 +56,7 @@ BASE_SIGNATURES = (
     r"Trying to recover from a global failure",
     r"Restoring job \w+ from",
 )
-_WARN_OR_WORSE_JAVA = r"(?:^|[\s\]\"])(?:WARN|WARNING|ERROR|FATAL|SEVERE)[\s\"]"
+_WARN_OR_WORSE = r"(?:^|[\s\]\"])(?:WARN|WARNING|ERROR|FATAL|SEVERE)[\s\"]"
 _DIST_JAR_JAVA = r"flink-dist(?:_2\.1[0-9])?-(\d+\.\d+(?:\.\d+)?(?:-[\w.]+)?)\.jar"
 
 _FILE_ROLE = (
@@ -87,7 +88,7 @@ class ListedInputs:
 # ------------------------------------------------------------------------------------------------ pre-filter
 
 def prefilter(detectors: Sequence | None = None) -> tuple[str, str]:
-    """The union of every detector's line signatures and frame signatures, as two Java regexes."""
+    """The union of every detector's line signatures and frame signatures, as two regexes."""
     if detectors is None:
         from .detectors import all_detectors
 
@@ -98,8 +99,18 @@ def prefilter(detectors: Sequence | None = None) -> tuple[str, str]:
         lines.extend(d.signatures)
         frames.extend(d.frames)
     union = "|".join(f"(?:{s})" for s in dict.fromkeys(lines))
-    frame_union = r"^(?:" + layouts._PREFIX + r")?\s*at .*(?:" + "|".join(f"(?:{s})" for s in dict.fromkeys(frames)) + ")" if frames else r"(?!)"
+    frame_union = r"^(?:" + layouts.PREFIX + r")?\s*at .*(?:" + "|".join(f"(?:{s})" for s in dict.fromkeys(frames)) + ")" if frames else r"(?!)"
     return union, frame_union
+
+
+def line_patterns(detectors: Sequence | None = None) -> dict[str, str]:
+    """What the workers evaluate on every line, in RE2 syntax: whether it starts a record, whether its first 160
+    characters show WARN or worse, and whether it is worth keeping in any case (a signature, part of an exception, a
+    config dump or a frame some detector asked for; the last three are anchored at continuation-line starts that a
+    record header never has)."""
+    signatures, frames = prefilter(detectors)
+    kept = "|".join(f"(?:{p})" for p in (signatures, layouts.EXCEPTION_LINE_JAVA, layouts.CONFIG_LINE_JAVA, frames))
+    return {"header": layouts.re2(layouts.HEADER_JAVA), "warn": _WARN_OR_WORSE, "kept": layouts.re2(kept)}
 
 
 # ------------------------------------------------------------------------------------------------ listing
@@ -203,15 +214,34 @@ _RECORD_SCHEMA = (
 )
 
 
-def _assemble_partition(batches):
-    """mapInArrow body: rows of one file block in order -> records + one statistics row per block."""
+def _line_masks(texts, patterns: dict[str, str]):
+    """Which lines of an Arrow batch start a record and which are kept. RE2 is linear in the line length whatever
+    the number of signatures; Java's backtracking alternation tries every signature at every position."""
+    import pyarrow.compute as pc
+
+    def match(array, pattern):
+        return pc.match_substring_regex(array, pattern).to_numpy(zero_copy_only=False)
+
+    header = match(texts, patterns["header"])
+    warn = match(pc.utf8_slice_codeunits(texts, 0, 160), patterns["warn"])
+    return header, (header & warn) | match(texts, patterns["kept"])
+
+
+def _assemble_partition(batches, patterns: dict[str, str]):
+    """mapInArrow body: the lines of one file block in order -> records + one statistics row per block.
+
+    Only kept lines become Python strings. A header line that is not kept still ends the record before it, so
+    between two kept lines the assembler is told whether any header went by.
+    """
+    import numpy as np
     import pyarrow as pa
 
     from .records import RecordAssembler, parse_exception_line
 
     names = [f.split(" ")[0] for f in _RECORD_SCHEMA.split(", ") if " " in f]
     state = {"file": None, "block": None, "asm": RecordAssembler(), "index": 0, "lines": 0, "headers": 0,
-             "exc": 0, "binary": 0, "layouts": collections.Counter(), "dist": collections.Counter()}
+             "exc": 0, "binary": 0, "layouts": collections.Counter(), "dist": collections.Counter(),
+             "header_pending": False}
     out: list[dict] = []
 
     def emit(rec) -> None:
@@ -232,29 +262,54 @@ def _assemble_partition(batches):
                     "headers": state["headers"], "exception_lines": state["exc"], "binary_lines": state["binary"],
                     "layouts": json.dumps(state["layouts"]), "dist_versions": json.dumps(state["dist"])})
         state.update(asm=RecordAssembler(), index=0, lines=0, headers=0, exc=0, binary=0,
-                     layouts=collections.Counter(), dist=collections.Counter())
+                     layouts=collections.Counter(), dist=collections.Counter(), header_pending=False)
 
     def flush_out():
         rows = {n: [r.get(n) for r in out] for n in names}
         out.clear()
         return pa.RecordBatch.from_pydict(rows, schema=_arrow_schema())
 
-    for batch in batches:
-        cols = batch.to_pydict()
-        for hdr, binary, text, file, block, dist in zip(cols["hdr"], cols["bin"], cols["text"], cols["file"],
-                                                        cols["block"], cols["dist"]):
-            if file is not None and (file != state["file"] or block != state["block"]):
-                close_block()
-                state["file"], state["block"] = file, block
-            state["lines"] += 1
-            state["headers"] += bool(hdr)
-            state["binary"] += bool(binary)
-            if dist:
-                state["dist"][dist] += 1
-            if text is not None and not hdr and parse_exception_line(layouts.strip_prefix(text).strip().removeprefix("Caused by: ")):
+    def feed(texts, header, keep, binary, dist) -> None:
+        """Lines of one block (a slice of a batch) into the assembler."""
+        base = state["index"]
+        state["lines"] += len(texts)
+        state["headers"] += int(header.sum())
+        state["binary"] += int(binary.sum())
+        for version in dist.drop_null().to_pylist():
+            if version:
+                state["dist"][version] += 1
+        kept = np.flatnonzero(keep)
+        headers_before = np.cumsum(header)  # headers at or before each line
+        previous = -1
+        for position, text in zip(kept.tolist(), texts.take(kept).to_pylist()):
+            passed = headers_before[position - 1] - (headers_before[previous] if previous >= 0 else 0) if position else 0
+            if passed or (previous < 0 and state["header_pending"]):
+                emit(state["asm"].feed(base + position - 1, True, None))
+            text = text[:MAX_LINE_CHARS]
+            is_header = bool(header[position])
+            if not is_header and parse_exception_line(layouts.strip_prefix(text).strip().removeprefix("Caused by: ")):
                 state["exc"] += 1
-            emit(state["asm"].feed(state["index"], bool(hdr), text))
-            state["index"] += 1
+            emit(state["asm"].feed(base + position, is_header, text))
+            previous = position
+        after = headers_before[-1] - (headers_before[previous] if previous >= 0 else 0) if len(texts) else 0
+        state["header_pending"] = bool(after) or (previous < 0 and state["header_pending"])
+        state["index"] = base + len(texts)
+
+    for batch in batches:
+        texts = batch.column("text")
+        header, keep = _line_masks(texts, patterns)
+        binary = batch.column("bin").to_numpy(zero_copy_only=False)
+        files, blocks, dist = batch.column("file"), batch.column("block"), batch.column("dist")
+        # A block starts at the rows that carry their file name (the first row of each partition).
+        starts = np.flatnonzero(files.is_valid().to_numpy(zero_copy_only=False)).tolist()
+        bounds = ([0] if not starts or starts[0] != 0 else []) + starts + [len(texts)]
+        for lo, hi in zip(bounds, bounds[1:]):
+            if lo == hi:
+                continue
+            if lo in starts:
+                close_block()
+                state["file"], state["block"] = files[lo].as_py(), blocks[lo].as_py()
+            feed(texts.slice(lo, hi - lo), header[lo:hi], keep[lo:hi], binary[lo:hi], dist.slice(lo, hi - lo))
         if len(out) >= 5000:
             yield flush_out()
     close_block()
@@ -284,26 +339,22 @@ def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None,
 
     for key in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes"):
         spark.conf.set(key, str(split_bytes or SPLIT_BYTES))
-    signatures, frames = prefilter(detectors)
+    patterns = line_patterns(detectors)
     value = F.col("value")
     df = spark.read.option("lineSep", "\n").text(list(log_uris))
-    is_header = value.rlike(layouts.HEADER_JAVA)
-    keep_header = F.substring(value, 1, 160).rlike(_WARN_OR_WORSE_JAVA) | value.rlike(signatures)
-    keep_other = (value.rlike(layouts.EXCEPTION_LINE_JAVA) | value.rlike(layouts.CONFIG_LINE_JAVA)
-                  | value.rlike(frames) | value.rlike(signatures))
-    keep = F.when(is_header, keep_header).otherwise(keep_other)
     first_of_partition = (F.monotonically_increasing_id() % F.lit(1 << 33)) == 0
-    carry = keep | first_of_partition
+    binary = value.contains("\u0000") | ~F.is_valid_utf8(value)
+    # Python decodes strictly: invalid bytes become U+FFFD before they leave the JVM. Lines beyond a few kilobytes
+    # (a binary file has few line breaks) are cut there so no single line can swamp a worker.
+    text = F.when(binary, F.make_valid_utf8(value)).otherwise(value)
     projected = df.select(
-        is_header.alias("hdr"),
-        (value.contains("\u0000") | ~F.is_valid_utf8(value)).alias("bin"),
-        # Python decodes strictly: invalid bytes become U+FFFD before they leave the JVM.
-        F.when(keep, F.make_valid_utf8(F.substring(value, 1, MAX_LINE_CHARS))).alias("text"),
-        F.when(carry, F.col("_metadata.file_path")).alias("file"),
-        F.when(carry, F.col("_metadata.file_block_start")).alias("block"),
+        F.when(F.octet_length(value) > 4 * MAX_LINE_CHARS, F.substring(text, 1, MAX_LINE_CHARS)).otherwise(text).alias("text"),
+        binary.alias("bin"),
+        F.when(first_of_partition, F.col("_metadata.file_path")).alias("file"),
+        F.when(first_of_partition, F.col("_metadata.file_block_start")).alias("block"),
         F.when(value.contains("flink-dist"), F.make_valid_utf8(F.regexp_extract(value, _DIST_JAR_JAVA, 1))).alias("dist"),
     )
-    return projected.mapInArrow(_assemble_partition, _RECORD_SCHEMA)
+    return projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns), _RECORD_SCHEMA)
 
 
 # ------------------------------------------------------------------------------------------------ driver side
@@ -355,7 +406,8 @@ def ingest(
         # An empty .out file is the normal state of a daemon's stdout; any other empty input is worth a word.
         if size == 0 and not re.search(r"\.out(\.\d+)?$", uri):
             warnings.append(f"{_display(uri)} is empty")
-    rows = scan_logs(spark, nonempty, detectors, split_bytes).collect() if nonempty else []
+    # Arrow to the driver: the records are plain data, no Row objects needed.
+    rows = scan_logs(spark, nonempty, detectors, split_bytes).toArrow().to_pylist() if nonempty else []
 
     stats = [r for r in rows if r["kind"] == "stats"]
     records = [r for r in rows if r["kind"] == "record"]

@@ -1,8 +1,8 @@
 """Log line layouts: which lines start a record, and how to split a header into its fields.
 
-The same patterns serve two places: Spark evaluates the ``*_JAVA`` expressions on every line in the JVM (they are
-written in the subset of regex syntax that Java and Python share), and :func:`parse_header` splits the few lines
-that reach Python.
+The same patterns serve two places: the Spark workers evaluate the ``*_JAVA`` expressions on every line with
+Arrow's RE2 engine (through :func:`re2`, which drops the lookaheads RE2 lacks), and :func:`parse_header` splits the
+few lines that are kept with Python's ``re``. They are written in the subset of syntax Java, Python and RE2 share.
 
 Supported layouts (a sample of each is in the docstring of :func:`parse_header` and in the tests):
 
@@ -26,7 +26,7 @@ LEVELS = ("TRACE", "DEBUG", "INFO", "WARN", "WARNING", "ERROR", "FATAL", "SEVERE
 _TS = r"\d{4}[-/]\d{2}[-/]\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[,.]\d{1,9})?(?:Z|[+-]\d{2}:?\d{2}| [A-Z]{3,4}\b)?"
 _LEVEL = r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|SEVERE)"
 # Prefixes that wrappers put in front of Flink's own layout.
-_PREFIX = (
+PREFIX = (
     r"(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) (?:stdout|stderr) [FP] "  # CRI
     r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) (?=\d{4}-\d{2}-\d{2}[ T])"  # kubectl --timestamps
     r"|[A-Za-z0-9][\w.-]*\s*\| ?"  # docker compose
@@ -34,20 +34,20 @@ _PREFIX = (
     r")"
 )
 
-PREFIX_JAVA = "^" + _PREFIX
+PREFIX_JAVA = "^" + PREFIX
 # A line that starts a record: a timestamp (after an optional prefix), a bare level followed by " [" or " -"
 # (start-up script output), or a JSON object.
 HEADER_JAVA = (
-    r"^(?:" + _PREFIX + r")?(?:\[[^\]]{0,80}\] ?)?(?:" + _TS + r"|" + _LEVEL + r"\s+(?:\[[^\]]*\]\s+)?-\s|\{\s*\")"
+    r"^(?:" + PREFIX + r")?(?:\[[^\]]{0,80}\] ?)?(?:" + _TS + r"|" + _LEVEL + r"\s+(?:\[[^\]]*\]\s+)?-\s|\{\s*\")"
 )
 # Lines that are part of an exception: a class name with Exception/Error/Throwable, Caused by, Suppressed, and the
 # "... N more" / "... N common frames omitted" markers that show where a trace was shortened.
 EXCEPTION_LINE_JAVA = (
-    r"^(?:" + _PREFIX + r")?\s*(?:Exception in thread \"[^\"]*\" )?(?:Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames omitted)"
+    r"^(?:" + PREFIX + r")?\s*(?:Exception in thread \"[^\"]*\" )?(?:Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames omitted)"
     r"|(?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b)"
 )
 # "key = value" lines of a Kafka ConsumerConfig/ProducerConfig dump, "key=value" lines after "-D" on a command line.
-CONFIG_LINE_JAVA = r"^(?:" + _PREFIX + r")?\s+[a-z][\w.-]*\s?=\s?\S*"
+CONFIG_LINE_JAVA = r"^(?:" + PREFIX + r")?\s+[a-z][\w.-]*\s?=\s?\S*"
 
 _PREFIX_RE = re.compile(PREFIX_JAVA)
 _HEADER_RE = re.compile(HEADER_JAVA)
@@ -75,6 +75,32 @@ class Header:
     message: str
     layout: str
     exception_text: str | None = None  # JSON layouts carry the stack trace inside the record
+
+
+def re2(pattern: str) -> str:
+    """``pattern`` in RE2 syntax (Arrow's regex engine): without lookaheads, ``(?!)`` as a class that never matches.
+
+    The only lookaheads here guard the optional wrapper prefixes; without them a prefix also matches in front of
+    lines it did not before (a kubectl time stamp before a stack frame), which keeps those lines as it should.
+
+    >>> print(re2(r"^(?:\\[[\\w.-]+\\] (?=\\d{4}))?x(?!)"))
+    ^(?:\\[[\\w.-]+\\] )?x[^\\s\\S]
+    """
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("(?!)", i):
+            out.append(r"[^\s\S]")
+            i += 4
+        elif pattern.startswith("(?=", i) and (i == 0 or pattern[i - 1] != "\\"):
+            depth, j = 1, i + 3
+            while depth:
+                depth += {"(": 1, ")": -1}.get(pattern[j], 0) if pattern[j - 1] != "\\" else 0
+                j += 1
+            i = j
+        else:
+            out.append(pattern[i])
+            i += 1
+    return "".join(out)
 
 
 def strip_prefix(line: str) -> str:

@@ -39,6 +39,13 @@ from .memory_evidence import (STATE_BACKEND_IN_LOG, deployment_of, effective_tas
 from .model import ChainLink, Event, Incident
 from .units import format_size, parse_memory_size
 
+# A frame of user code: a job jar uploaded through the blob server, or any jar that is not Flink's own.
+USER_JAR_FRAME = r"\[blob_p-[0-9a-f]+-[0-9a-f]+:|~?\[(?!flink-|\?|na:|jrt:)[\w.+-]+\.jar:"
+# The same without a lookahead, for the line pre-filter (RE2 has none); it also lets through a few odd jar names the
+# exact pattern rejects, which the detectors then do.
+USER_JAR_FRAME_PREFILTER = (r"\[blob_p-[0-9a-f]+-[0-9a-f]+:|"
+                            r"~?\[(?:[^f?\]]|f[^l]|fl[^i]|fli[^n]|flin[^k]|flink[^-])[\w.+-]*\.jar:")
+
 OOM = "java.lang.OutOfMemoryError"
 KINDS: dict[str, re.Pattern[str]] = {
     "heap": re.compile(r"^(?:Java heap space|GC overhead limit exceeded|Requested array size exceeds VM limit)"),

@@ -14,11 +14,11 @@ MIN_CONNECTOR_BUDGET = 256 << 20
 LEAK_SPEEDUP = 0.5  # a restarted attempt that runs out in half the time or less did not get its memory back
 LONG_RUN_S = 3600
 
-USER_JAR_FRAME = r"\[blob_p-[0-9a-f]+-[0-9a-f]+:|~?\[(?!flink-|\?|na:|jrt:)[\w.+-]+\.jar:"
 LIBRARY_FRAME = (r"io\.netty\.|org\.apache\.(?:parquet|orc|kafka|pulsar|arrow|hadoop|avro)\.|org\.xerial\.snappy\.|"
                  r"com\.github\.luben\.zstd\.|org\.elasticsearch\.|co\.elastic\.|software\.amazon\.awssdk\.|"
                  r"com\.amazonaws\.|io\.grpc\.|com\.google\.cloud\.|net\.jpountz\.lz4\.|org\.rocksdb\.")
 FLINK_NET_FRAME = r"org\.apache\.flink\.runtime\.(?:io\.network\.netty|rest|rpc)\.|org\.apache\.pekko\.|akka\.remote\."
+USER_JAR_FRAME = oom.USER_JAR_FRAME
 FRAMES = (USER_JAR_FRAME, LIBRARY_FRAME, FLINK_NET_FRAME)
 NETWORK_POOL = re.compile(r"Could not allocate enough memory segments for NetworkBufferPool \(required \(Mb\): "
                           r"(?P<required>\d+), allocated \(Mb\): (?P<allocated>\d+), "
@@ -43,7 +43,7 @@ class OomDirectMemory(Detector):
         r"Could not allocate enough memory segments for NetworkBufferPool)",
         *oom.CONTEXT_SIGNATURES,
     )
-    frames = FRAMES
+    frames = (oom.USER_JAR_FRAME_PREFILTER, LIBRARY_FRAME, FLINK_NET_FRAME)
     root_causes = (
         RootCause("user-code-direct-memory", "The job's code or a connector/format library allocates direct "
                   "buffers (netty, Parquet/ORC codecs, Kafka/Pulsar/ES/AWS clients) beyond the task off-heap budget.",

@@ -15,7 +15,6 @@ SMALL_JM_HEAP = 2 << 30
 
 # Frames that tell where the heap filled up (Spark keeps only frames some detector asks for).
 HEAP_STATE_FRAME = r"org\.apache\.flink\.runtime\.state\.(?:heap|memory)\.\w"
-USER_JAR_FRAME = r"\[blob_p-[0-9a-f]+-[0-9a-f]+:|~?\[(?!flink-|\?|na:|jrt:)[\w.+-]+\.jar:"
 UDF_FRAME = (r"\.(?:StreamMap|StreamFlatMap|StreamFilter|ProcessOperator|KeyedProcessOperator|"
              r"LegacyKeyedProcessOperator|CoProcessOperator|KeyedCoProcessOperator|CoStreamMap|CoStreamFlatMap|"
              r"CoBroadcastWithKeyedOperator|CoBroadcastWithNonKeyedOperator|StreamGroupedReduceOperator|"
@@ -24,6 +23,7 @@ FLINK_ALLOC_FRAME = (r"org\.apache\.flink\.(?:api\.common\.typeutils|api\.java\.
                      r"runtime\.io\.network\.api\.serialization|runtime\.operators\.sort|table\.runtime\.(?:operators|"
                      r"util))\.|com\.esotericsoftware\.kryo\.|CopyingChainingOutput\.")
 JM_SITE_FRAME = r"org\.apache\.flink\.runtime\.(?:checkpoint|rpc\.messages|source\.coordinator|executiongraph)\."
+USER_JAR_FRAME = oom.USER_JAR_FRAME
 FRAMES = (HEAP_STATE_FRAME, USER_JAR_FRAME, UDF_FRAME, FLINK_ALLOC_FRAME, JM_SITE_FRAME)
 
 _JM_SITES = (
@@ -51,7 +51,7 @@ class OomJavaHeap(Detector):
         *STATE_BACKEND_SIGNATURES,
         *oom.CONTEXT_SIGNATURES,
     )
-    frames = FRAMES
+    frames = (HEAP_STATE_FRAME, oom.USER_JAR_FRAME_PREFILTER, UDF_FRAME, FLINK_ALLOC_FRAME, JM_SITE_FRAME)
     root_causes = (
         RootCause("heap-state-backend", "Keyed state lives on the JVM heap (hashmap/filesystem backend) and outgrew "
                   "the task heap.",
