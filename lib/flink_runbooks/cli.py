@@ -78,7 +78,7 @@ def cmd_diagnose(args) -> int:
     from .diagnose import run_detectors
     from .ingest import InputError, check_local_paths, ingest
     from .render import to_json, to_text
-    from .spark import get_spark
+    from .spark import SparkUnavailable, get_spark
 
     try:
         detectors = _selected_detectors(args.runbooks)
@@ -89,7 +89,7 @@ def cmd_diagnose(args) -> int:
         check_local_paths(args.paths)
         spark = get_spark(master=args.master, remote=args.remote)
         incident = ingest(args.paths, spark, flink_version=args.flink_version)
-    except InputError as exc:
+    except (InputError, SparkUnavailable) as exc:
         print(f"flink-runbooks: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.save_incident:
@@ -108,7 +108,7 @@ def cmd_triage(args) -> int:
     import json
 
     from .ingest import InputError
-    from .spark import get_spark
+    from .spark import SparkUnavailable, get_spark
     from .triage import TriageError, triage
 
     quiet = args.format == "json" or not sys.stderr.isatty()
@@ -121,7 +121,7 @@ def cmd_triage(args) -> int:
                         else get_spark(master=args.master, remote=args.remote),
                         flink_version=args.flink_version, runbooks=runbooks, jobs=args.jobs,
                         timeout_s=args.timeout, force=args.force, runbooks_dir=args.runbooks_dir, progress=progress)
-    except (InputError, TriageError, KeyError) as exc:
+    except (InputError, TriageError, KeyError, SparkUnavailable) as exc:
         print(f"flink-runbooks: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.format == "json":

@@ -159,11 +159,13 @@ def list_inputs(spark, paths: Iterable[str]) -> ListedInputs:
         for st in statuses:
             if st.isDirectory():
                 it = fs.listFiles(st.getPath(), True)
-                found = False
+                found = []
                 while it.hasNext():
                     f = it.next()
-                    found = True
-                    _classify(str(f.getPath().toString()), f.getLen(), listed, explicit=False)
+                    found.append((str(f.getPath().toString()), f.getLen()))
+                # The file system's own order differs between file systems; sorted, every mode lists alike.
+                for uri, size in sorted(found):
+                    _classify(uri, size, listed, explicit=False)
                 if not found:
                     listed.skipped.append(_display(str(st.getPath().toString())) + "/ (empty directory)")
             else:
@@ -172,16 +174,20 @@ def list_inputs(spark, paths: Iterable[str]) -> ListedInputs:
 
 
 def _list_local(raw: str, listed: ListedInputs) -> None:
-    """Listing without a JVM gateway (Spark Connect): local paths only."""
+    """Listing without a JVM gateway (Spark Connect): local paths and file: URIs."""
     import glob
 
-    matches = glob.glob(os.path.expanduser(raw)) if any(c in raw for c in "*?[") else [raw]
+    if re.match(r"^[a-zA-Z][\w+.-]*:", raw) and not raw.startswith("file:"):
+        raise InputError(f"cannot list {raw} through Spark Connect: give a local path or a file: URI")
+    local = os.path.expanduser(re.sub(r"^file:(//)?", "", raw))
+    matches = glob.glob(local) if any(c in local for c in "*?[") else [local]
     matches = [m for m in matches if os.path.exists(m)]
     if not matches:
         raise InputError(f"no such file or directory: {raw}")
-    for m in matches:
+    for m in sorted(matches):
         if os.path.isdir(m):
-            for root, _dirs, files in os.walk(m):
+            for root, dirs, files in os.walk(m):
+                dirs.sort()
                 for name in sorted(files):
                     p = os.path.join(root, name)
                     _classify(_to_uri(p), os.path.getsize(p), listed, explicit=False)
