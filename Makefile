@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 EXAMPLE ?= data/checkpoint-tolerable-failure-threshold/storage-permission-denied
 
-.PHONY: setup demo test test-fast site clean
+.PHONY: setup demo test test-fast site bench clean
 
 setup:
 	@./scripts/setup.sh
@@ -16,6 +16,10 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not notebook"
+
+# Generated bundles of 100 MB, 1 GB and 5 GB (cached in build/bench); figures to build/bench/results.md.
+bench: setup
+	$(BIN)/python -m flink_runbooks.bench $(if $(SIZES),--sizes $(SIZES))
 
 site: setup
 	$(BIN)/flink-runbooks site --out build/site

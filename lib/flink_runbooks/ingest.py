@@ -279,7 +279,6 @@ def _assemble_partition(batches, patterns: dict[str, str]):
         """Lines of one block (a slice of a batch) into the assembler."""
         base = state["index"]
         state["lines"] += len(texts)
-        state["headers"] += int(header.sum())
         state["binary"] += int(binary.sum())
         for version in dist.drop_null().to_pylist():
             if version:
@@ -293,12 +292,15 @@ def _assemble_partition(batches, patterns: dict[str, str]):
                 emit(state["asm"].feed(base + position - 1, True, None))
             text = text[:MAX_LINE_CHARS]
             is_header = bool(header[position])
-            if not is_header and parse_exception_line(layouts.strip_prefix(text).strip().removeprefix("Caused by: ")):
+            # Exception lines only tell an excerpt from an unknown layout in a file without any record header.
+            if not state["headers"] and not is_header and parse_exception_line(
+                    layouts.strip_prefix(text).strip().removeprefix("Caused by: ")):
                 state["exc"] += 1
             emit(state["asm"].feed(base + position, is_header, text))
             previous = position
         after = headers_before[-1] - (headers_before[previous] if previous >= 0 else 0) if len(texts) else 0
         state["header_pending"] = bool(after) or (previous < 0 and state["header_pending"])
+        state["headers"] += int(header.sum())
         state["index"] = base + len(texts)
 
     for batch in batches:

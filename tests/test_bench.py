@@ -1,0 +1,90 @@
+"""The benchmark's parts: the generated bundle is diagnosed as planted, and the baselines do the same work as the
+Spark pipeline (the grep patterns select the same lines, the plain-Python reader builds the same records)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from conftest import DATA
+from flink_runbooks import cli
+from flink_runbooks.bench import baselines
+from flink_runbooks.bench.__main__ import injected_found, log_files
+from flink_runbooks.bench.generate import generate, parse_size
+from flink_runbooks.ingest import ingest, line_patterns
+
+
+def _example_lines() -> list[str]:
+    lines = []
+    for path in sorted(DATA.rglob("*")):
+        if path.is_file() and path.suffix not in (".json", ".yaml", ".gz", ".md"):
+            lines.extend(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    return lines
+
+
+@pytest.fixture(scope="module")
+def example_lines() -> list[str]:
+    lines = _example_lines()
+    assert len(lines) > 10_000
+    return lines
+
+
+@pytest.fixture(scope="module")
+def small_bundle(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "bundle"
+    return out, generate(out, parse_size("3MB"))
+
+
+def test_workers_and_python_keep_the_same_lines(example_lines):
+    # The workers run RE2 on the lookahead-free form; the plain-Python reader runs Python's re on the original.
+    patterns = line_patterns()
+    kept_re2 = pc.match_substring_regex(pa.array(example_lines), patterns["kept"]).to_pylist()
+    kept_python = re.compile(patterns["kept"])
+    differing = [line for line, flag in zip(example_lines, kept_re2) if flag != bool(kept_python.search(line))]
+    assert not differing, differing[:5]
+
+
+def test_grep_patterns_select_the_lines_the_workers_keep(example_lines, tmp_path):
+    sample = tmp_path / "lines.log"
+    sample.write_text("\n".join(example_lines) + "\n", encoding="utf-8")
+    patterns = line_patterns()
+    kept = re.compile(patterns["kept"])
+    pattern_file = tmp_path / "kept.patterns"
+    pattern_file.write_text(baselines.to_ere(patterns["kept"]) + "\n")
+    done = subprocess.run(["grep", "-E", "-n", "-f", str(pattern_file), str(sample)], capture_output=True,
+                          env={"LC_ALL": "C.UTF-8", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    by_grep = {int(line.split(b":", 1)[0]) for line in done.stdout.splitlines()}
+    by_python = {i + 1 for i, line in enumerate(example_lines) if kept.search(line)}
+    assert by_grep == by_python, sorted(by_grep ^ by_python)[:5]
+
+
+def test_generated_bundle_has_rolled_files_layouts_and_the_incidents_where_planted(small_bundle, spark, capsys):
+    path, manifest = small_bundle
+    names = [p.name for p in log_files(path)]
+    assert any(n.endswith(".gz") for n in names)
+    assert any(n.endswith("-container.log") for n in names) and any(n.endswith(".json.log") for n in names)
+    assert manifest["log_bytes"] >= parse_size("3MB") * 0.95
+    assert cli.main(["diagnose", str(path), "--format", "json"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert injected_found(report, manifest) == []
+    primary = next(f for f in report["findings"] if f["primary"])
+    assert (primary["runbook"], primary["root_cause"]["slug"]) == (
+        "checkpoint-tolerable-failure-threshold", "storage-unwritable")
+
+
+def test_plain_python_reader_builds_the_same_records_as_spark(small_bundle, spark):
+    path, _manifest = small_bundle
+    incident = ingest([str(path)], spark)
+    _seconds, records = baselines.python_reader(log_files(path))
+    assert records == len(incident.events)
+
+
+def test_grep_baseline_counts_matching_lines(small_bundle):
+    path, _manifest = small_bundle
+    _seconds, matches = baselines.run_grep(log_files(path))
+    assert matches > 100
