@@ -112,3 +112,15 @@ def test_threshold_tripped_while_finalizing_is_read_from_its_own_frames():
         "    at org.apache.flink.runtime.checkpoint.CheckpointCoordinator.finalizeCheckpoint(CheckpointCoordinator.java:1375)\n")
     [finding] = get_detector(SLUG).detect(inc)
     assert finding.root_cause.slug == "finalize-failure" and finding.confidence < 0.8
+
+
+def test_another_jobs_checkpoints_on_a_session_cluster_do_not_cut_the_streak_or_stand_in_as_last_completed():
+    other = "fedcba9876543210fedcba9876543210"
+    interleaved = f"""\
+2024-03-01 10:05:00,000 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Triggering checkpoint 900 (type=CheckpointType{{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}}) @ 3 for job {other}.
+2024-03-01 10:05:01,000 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Completed checkpoint 900 for job {other} (1000 bytes, checkpointDuration=900 ms, finalizationTime=3 ms).
+{EXPIRED}"""
+    finding = get_detector(SLUG).detect(incident_from_text(_log(interleaved), version="1.18.1"))[0]
+    notes = " | ".join(e.note or "" for e in finding.evidence)
+    assert "checkpoint 2 failed" in notes
+    assert "last completed checkpoint before the failure: 1" in notes and "900" not in notes

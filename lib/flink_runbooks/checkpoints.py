@@ -115,12 +115,23 @@ def history_frame(history: list[CheckpointAttempt]):
 
 
 def failed_streak_before(history: list[CheckpointAttempt], event: Event) -> list[CheckpointAttempt]:
-    """The consecutive failed attempts that ended in ``event`` (newest last)."""
+    """The consecutive failed attempts that ended in ``event`` (newest last). On a session cluster other jobs'
+    checkpoints interleave: only the job of the latest failure counts."""
     before = [a for a in history if (a.finished or a.triggered or "") <= (event.ts or "~")]
+    failing_job = next((a.job for a in reversed(before) if a.outcome not in ("completed", "in progress")), None)
     streak: list[CheckpointAttempt] = []
     for att in reversed(before):
+        if failing_job and att.job and att.job != failing_job:
+            continue
         if att.outcome == "completed":
             break
         if att.outcome != "in progress":
             streak.append(att)
     return list(reversed(streak))
+
+
+def last_completed_before(history: list[CheckpointAttempt], ts: str | None, job: str | None = None) -> CheckpointAttempt | None:
+    """The latest checkpoint that completed at or before ``ts`` (of ``job`` when given)."""
+    done = [a for a in history if a.outcome == "completed" and (a.finished or "") <= (ts or "~")
+            and not (job and a.job and a.job != job)]
+    return done[-1] if done else None

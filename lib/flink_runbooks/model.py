@@ -5,6 +5,7 @@ format findings. Nothing here touches files or Spark.
 """
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Iterator
@@ -49,9 +50,10 @@ class Event:
         causes = [c for c in self.chain if c.kind != "suppressed"]
         return causes[-1] if causes else None
 
-    @property
+    @functools.cached_property
     def text(self) -> str:
-        """Header message plus every exception of the chain: what signatures are matched against."""
+        """Header message plus every exception of the chain: what signatures are matched against (built once:
+        detectors match it a hundred times; events are not changed after ingestion)."""
         parts = [self.message]
         parts += [f"{c.cls}: {c.message}" if c.message else c.cls for c in self.chain]
         parts += self.body

@@ -28,7 +28,7 @@ from .model import Event, Incident
 # the wrappers that name the phase
 
 MATERIALIZE = re.compile(r"Could not materialize checkpoint (?P<id>\d+) for operator (?P<op>[^\n]+?)\.?\}?$", re.M)
-ASYNC_PART = re.compile(r"(?P<op>[^\n]+?) - asynchronous part of checkpoint (?P<id>\d+) could not be completed\.$", re.M)
+ASYNC_PART = re.compile(r"^(?P<op>[^\n]+?) - asynchronous part of checkpoint (?P<id>\d+) could not be completed\.$", re.M)
 ASYNC_REASON = re.compile(r"Asynchronous task checkpoint failed")
 PERFORM = re.compile(r"Could not perform checkpoint (?P<id>\d+) for operator (?P<op>[^\n]+?)\.?$", re.M)
 COMPLETE_SNAPSHOT = re.compile(

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from ..checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history, failed_streak_before
+from ..checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history, failed_streak_before, last_completed_before
 from ..model import Event, Finding, Incident, RootCause
 from ..units import format_duration
 from .base import Detector
@@ -82,7 +82,7 @@ class CheckpointTolerableFailureThreshold(Detector):
             culprit = next((e for e in streak[0].events if e.root_cause), streak[0].events[-1])
             evidence.append(culprit)
             notes[1] = f"checkpoint {streak[0].checkpoint_id} failed: {streak[0].failure or streak[0].outcome}"
-        last_ok = _last_completed_before(history, first)
+        last_ok = last_completed_before(history, first.ts, streak[0].job if streak else None)
         if last_ok and last_ok.events:
             evidence.append(last_ok.events[-1])
             notes[len(evidence) - 1] = f"last completed checkpoint before the failure: {last_ok.checkpoint_id}"
@@ -163,11 +163,6 @@ def _stated_reason(exceeded: list[Event]) -> str | None:
         if m and m.group("reason"):
             return m.group("reason").strip()
     return None
-
-
-def _last_completed_before(history: list[CheckpointAttempt], event: Event) -> CheckpointAttempt | None:
-    done = [a for a in history if a.outcome == "completed" and (a.finished or "") <= (event.ts or "~")]
-    return done[-1] if done else None
 
 
 def _classify(streak: list[CheckpointAttempt], stated: str | None) -> str:
