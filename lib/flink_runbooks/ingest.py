@@ -4,12 +4,13 @@ Pipeline (one pass over the log bytes, no shuffle):
 
 1. List the inputs (files, directories, globs, Hadoop URIs) and sort them into logs, Flink config files and
    skipped files.
-2. Spark reads every log line and evaluates the pre-filter in the JVM: a line is *kept* when it is a record header
-   at WARN/ERROR or matching a signature, or a continuation line that is part of an exception, a config dump or a
-   frame some detector asked for. Only kept lines carry their text into Python; all other lines travel as a
-   one-bit marker so record boundaries and line numbers stay exact.
-3. On the workers, :class:`~flink_runbooks.records.RecordAssembler` turns the lines of each file block into
-   records; per block statistics (lines, headers, binary lines) travel back with them.
+2. Spark reads every log line; each file split is one partition and reaches a Python worker in order, as Arrow
+   batches. The worker evaluates the pre-filter with RE2: a line is *kept* when it is a record header at
+   WARN/ERROR or matching a signature, or a continuation line that is part of an exception, a config dump or a
+   frame some detector asked for. Only kept lines become Python strings; the others only count for record
+   boundaries and line numbers, which stay exact.
+3. :class:`~flink_runbooks.records.RecordAssembler` turns the kept lines of each file block into records; per block
+   statistics (lines, headers, binary lines) travel back with them.
 4. The driver receives only records and statistics, derives roles, version and the effective configuration.
 """
 from __future__ import annotations
@@ -27,7 +28,7 @@ from .config import ConfigError, ConfigSource, EffectiveConfig, detect_conf_form
 from .model import ChainLink, Event, Incident, InputFile
 from .redact import redact_text, redact_value
 
-MAX_LINE_CHARS = 4096  # longer lines are cut before they leave the JVM
+MAX_LINE_CHARS = 4096  # longer kept lines are cut
 LOG_NAME = re.compile(r"(?i)(\.(log|out|err|txt|json|jsonl|ndjson)(\.\d+)?|\.log\.\d{4}-\d{2}-\d{2}[\w.-]*|\.\d+)(\.gz)?$|^[^.]+$")
 CONFIG_NAMES = ("flink-conf.yaml", "flink-conf.yml", "config.yaml", "config.yml")
 # An example incident's own description of what it should diagnose: reading it as a log would be cheating.
@@ -340,7 +341,7 @@ def _arrow_schema():
 
 
 def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None, split_bytes: int | None = None):
-    """The Spark plan: read, pre-filter in the JVM, assemble records on the workers. Returns a DataFrame."""
+    """The Spark plan: read in the JVM, pre-filter and assemble records on the workers. Returns a DataFrame."""
     from pyspark.sql import functions as F
 
     from .spark import SPLIT_BYTES

@@ -1,8 +1,9 @@
 """Assemble multi-line log records from the lines that survived Spark's pre-filter.
 
-Spark hands every line of a file block over in order, but only the *kept* lines carry text; the others are
-markers (header or not). That is enough to know where each record starts, so a ``Caused by:`` is never attached to
-a record it does not belong to, while the bulk of the bytes (stack frames, chatty INFO lines) never leaves the JVM.
+The Spark worker sees every line of a file block in order, but only the *kept* lines reach the assembler as text;
+for the others it only learns whether a record header went by. That is enough to know where each record starts, so a
+``Caused by:`` is never attached to a record it does not belong to, while the bulk of the lines (stack frames, chatty
+INFO lines) never becomes a Python string.
 
 This module is pure Python: the Spark job calls :class:`RecordAssembler` inside ``mapInArrow`` and the tests call it
 directly on inline samples.
