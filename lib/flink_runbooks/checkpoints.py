@@ -37,7 +37,11 @@ class CheckpointAttempt:
 
 
 def checkpoint_history(incident: Incident) -> list[CheckpointAttempt]:
-    """One entry per checkpoint id (and job), in id order, with its outcome and the events that tell it."""
+    """One entry per checkpoint id (and job), in time order, with its outcome and the events that tell it."""
+    return list(incident.derived("checkpoint_history", _checkpoint_history))
+
+
+def _checkpoint_history(incident: Incident) -> list[CheckpointAttempt]:
     attempts: list[CheckpointAttempt] = []
     latest: dict[tuple[str | None, int], CheckpointAttempt] = {}
 

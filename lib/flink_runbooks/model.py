@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from .config import EffectiveConfig
 
@@ -61,8 +61,7 @@ class Event:
         return "\n".join(p for p in parts if p)
 
     def search(self, pattern: str | re.Pattern[str]) -> re.Match[str] | None:
-        rx = re.compile(pattern) if isinstance(pattern, str) else pattern
-        return rx.search(self.text)
+        return search(re.compile(pattern) if isinstance(pattern, str) else pattern, self.text)
 
     def has_exception(self, name: str) -> bool:
         """True when a class of the chain is ``name`` (fully qualified or simple name)."""
@@ -105,6 +104,39 @@ class InputFile:
     kind: str = "log"  # log | config
 
 
+@functools.lru_cache(maxsize=1024)
+def required_literal(rx: re.Pattern[str]) -> str | None:
+    """The longest run of literal characters that every match of ``rx`` contains (at its top level, outside groups,
+    repeats and alternatives), or None. A substring test with it skips most texts before the regex runs.
+
+    >>> required_literal(re.compile(r"Completed checkpoint (\\d+) for job"))
+    'Completed checkpoint '
+    >>> required_literal(re.compile(r"OOMKilled|exitCode=137")) is None
+    True
+    """
+    from re import _constants, _parser
+
+    if rx.flags & re.IGNORECASE:
+        return None
+    best, run = "", ""
+    for op, arg in _parser.parse(rx.pattern, rx.flags):
+        if op is _constants.LITERAL:
+            run += chr(arg)
+            continue
+        best, run = max(best, run, key=len), ""
+    best = max(best, run, key=len)
+    return best if len(best) >= 3 else None
+
+
+def search(rx: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """``rx.search(text)``, skipped when ``text`` lacks the literal every match contains (detectors run dozens of
+    patterns over hundreds of thousands of records on a big incident)."""
+    literal = required_literal(rx)
+    if literal is not None and literal not in text:
+        return None
+    return rx.search(text)
+
+
 @dataclass
 class Incident:
     """Everything ingestion learnt about one incident, as plain data."""
@@ -122,9 +154,16 @@ class Incident:
         for ev in self.events:
             if role and ev.role != role:
                 continue
-            m = rx.search(ev.text)
+            m = search(rx, ev.text)
             if m:
                 yield ev, m
+
+    def derived(self, name: str, compute: Callable[[Incident], Any]) -> Any:
+        """``compute(self)``, once per incident: several detectors need the same view of the events."""
+        cache = self.__dict__.setdefault("_derived", {})
+        if name not in cache:
+            cache[name] = compute(self)
+        return cache[name]
 
     def first(self, pattern: str | re.Pattern[str], **kw: Any) -> tuple[Event, re.Match[str]] | None:
         return next(self.find(pattern, **kw), None)
