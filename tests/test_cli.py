@@ -89,3 +89,17 @@ def test_empty_directory_exits_two(spark, capsys, tmp_path):
     (tmp_path / "empty").mkdir()
     code, out, err = run_cli(capsys, "diagnose", str(tmp_path / "empty"))
     assert code == 2 and out == "" and "nothing to read" in err
+
+
+def test_a_crash_exits_four_with_one_line_not_one_like_findings(spark, capsys, monkeypatch):
+    import flink_runbooks.diagnose
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("detector exploded")
+
+    monkeypatch.setattr(flink_runbooks.diagnose, "run_detectors", broken)
+    code, out, err = run_cli(capsys, "diagnose", str(example(SLUG, "storage-permission-denied")), "--format", "json")
+    assert code == cli.EXIT_INTERNAL_ERROR == 4
+    assert out == ""
+    assert err.strip().splitlines() == [
+        "flink-runbooks: internal error: RuntimeError: detector exploded (set FLINK_RUNBOOKS_DEBUG=1 for the traceback)"]

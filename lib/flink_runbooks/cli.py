@@ -1,13 +1,17 @@
 """``flink-runbooks``: the command line used by people on call and by incident automation.
 
-Exit codes (a contract): 0 nothing found, 1 findings, 2 bad input or usage, 3 (triage, site) a runbook failed.
+Exit codes (a contract): 0 nothing found, 1 findings, 2 bad input or usage, 3 (triage, site) a runbook failed,
+4 internal error.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
+# A crash must not look like "findings" (1) to automation; 3 is triage's "a runbook failed".
+EXIT_INTERNAL_ERROR = 4
 
 
 class _Parser(argparse.ArgumentParser):
@@ -181,7 +185,14 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"diagnose": cmd_diagnose, "triage": cmd_triage, "serve": cmd_serve, "site": cmd_site,
                "runbooks": cmd_runbooks}[args.command]
-    return handler(args)
+    try:
+        return handler(args)
+    except Exception as exc:  # noqa: BLE001 - the exit code contract covers every failure
+        if os.environ.get("FLINK_RUNBOOKS_DEBUG"):
+            raise
+        print(f"flink-runbooks: internal error: {type(exc).__name__}: {exc} "
+              f"(set FLINK_RUNBOOKS_DEBUG=1 for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover
