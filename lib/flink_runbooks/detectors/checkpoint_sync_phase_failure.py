@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..checkpoints import CheckpointAttempt, checkpoint_history
+from ..checkpoints import CheckpointAttempt, checkpoint_history, last_completed_before
 from ..model import Event, Finding, Incident, RootCause
 from ..snapshot_failures import (FLUSH_CLOSE, HDFS_FAILURE, OPEN_STREAM, ROCKSDB, ROCKSDB_LINK, STORAGE_CLIENT,
                                  SnapshotFailure, checkpoint_dir, decline_instead_of_fail_patch, is_legacy,
@@ -92,7 +92,7 @@ class CheckpointSyncPhaseFailure(Detector):
         judged = [(f, *self._judge(f)) for f in failures]
         lead, cause, confidence, where = next((j for j in judged if j[1] != "unknown-cause"), judged[0])
         history = checkpoint_history(incident)
-        last_ok = _last_completed_before(history, lead)
+        last_ok = last_completed_before(history, min((ev.ts for ev in lead.events if ev.ts), default=None))
         legacy = is_legacy(incident)
 
         evidence: list[Event] = [max(lead.events, key=lambda e: (len(e.chain), len(e.frames)))]
@@ -221,9 +221,3 @@ def _written_dir(text: str) -> str | None:
     """The directory of the first storage URI in ``text`` (a sink's part file, a state file)."""
     m = _STORAGE_URI.search(text)
     return m.group(0).rsplit("/", 1)[0] if m else None
-
-
-def _last_completed_before(history: list[CheckpointAttempt], failure: SnapshotFailure) -> CheckpointAttempt | None:
-    first_ts = min((ev.ts for ev in failure.events if ev.ts), default=None)
-    done = [a for a in history if a.outcome == "completed" and (first_ts is None or (a.finished or "") <= first_ts)]
-    return done[-1] if done else None
