@@ -12,7 +12,7 @@ DATA = ROOT / "data"
 
 @pytest.fixture(scope="session")
 def spark():
-    from flink_runbooks.spark import get_spark
+    from flink_runbooks.collect.spark import get_spark
 
     session = get_spark(master="local[2]")
     yield session
@@ -32,9 +32,9 @@ def example(slug: str, name: str) -> pathlib.Path:
 
 def incident_from_text(text: str, config: dict[str, str] | None = None, version: str | None = None, file: str = "jobmanager.log"):
     """A small incident built in Python for detector unit tests (the Spark path is covered by test_ingest)."""
-    from flink_runbooks.config import ConfigSource, EffectiveConfig
+    from flink_runbooks.parse.config import ConfigSource, EffectiveConfig
     from flink_runbooks.model import ChainLink, Event, Incident
-    from flink_runbooks.records import assemble
+    from flink_runbooks.parse.records import assemble
 
     events = []
     for rec in assemble(text.splitlines()):

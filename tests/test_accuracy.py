@@ -12,7 +12,7 @@ import json
 import pytest
 
 from conftest import DATA, expected_incidents
-from flink_runbooks import cli
+from flink_runbooks.apps import cli
 
 INCIDENTS = expected_incidents()
 

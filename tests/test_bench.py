@@ -11,11 +11,11 @@ import pyarrow.compute as pc
 import pytest
 
 from conftest import DATA
-from flink_runbooks import cli
-from flink_runbooks.bench import baselines
-from flink_runbooks.bench.__main__ import injected_found, log_files
-from flink_runbooks.bench.generate import generate, parse_size
-from flink_runbooks.ingest import ingest, line_patterns
+from flink_runbooks.apps import cli
+from flink_runbooks.apps.bench import baselines
+from flink_runbooks.apps.bench.__main__ import injected_found, log_files
+from flink_runbooks.apps.bench.generate import generate, parse_size
+from flink_runbooks.collect.ingest import ingest, line_patterns
 
 
 def _example_lines() -> list[str]:

@@ -7,8 +7,8 @@ import pathlib
 from conftest import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.ingest import ingest
-from flink_runbooks.patches import render_config_diff
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.render.patches import render_config_diff
 
 SLUG = "checkpoint-async-materialize-failure"
 JOB = "0123456789abcdef0123456789abcdef"

@@ -4,8 +4,8 @@ from __future__ import annotations
 from conftest import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.ingest import ingest
-from flink_runbooks.patches import render_config_diff
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.render.patches import render_config_diff
 
 SLUG = "checkpoint-declined-task-not-ready"
 JOB = "3c5e7a9b1d0f2e4a6c8b0d2f4a6c8e1f"

@@ -4,8 +4,8 @@ from __future__ import annotations
 from conftest import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.ingest import ingest
-from flink_runbooks.patches import render_config_diff
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.render.patches import render_config_diff
 
 SLUG = "checkpoint-metadata-already-exists"
 ZERO = "0" * 32

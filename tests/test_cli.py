@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import ROOT, example
-from flink_runbooks import cli
+from flink_runbooks.apps import cli
 
 SLUG = "checkpoint-tolerable-failure-threshold"
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from conftest import incident_from_text
-from flink_runbooks import cluster
+from flink_runbooks.evidence import cluster
 from flink_runbooks.model import Incident
 
 

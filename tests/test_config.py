@@ -4,9 +4,9 @@ import re
 import pytest
 import yaml
 
-from flink_runbooks import config as config_module
-from flink_runbooks import keys
-from flink_runbooks.config import (
+from flink_runbooks.parse import config as config_module
+from flink_runbooks.parse import keys
+from flink_runbooks.parse.config import (
     ConfigError,
     ConfigSource,
     EffectiveConfig,

@@ -4,10 +4,10 @@ from __future__ import annotations
 from conftest import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.ingest import ingest
-from flink_runbooks.memory import derive_taskmanager_memory
-from flink_runbooks.memory_evidence import apply_changes, user_memory_config
-from flink_runbooks.patches import render_config_diff
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.evidence.memory import derive_taskmanager_memory
+from flink_runbooks.evidence.memory_evidence import apply_changes, user_memory_config
+from flink_runbooks.render.patches import render_config_diff
 
 SLUG = "insufficient-network-buffers"
 P = "taskmanager.memory."

@@ -9,9 +9,9 @@ from conftest import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.detectors.kafka_offset_commit_failure import MAX_CONSECUTIVE_FAILED_CHECKPOINTS
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.ingest import ingest
-from flink_runbooks.kafka_clients import cadence, client_configs, commit_failures, source_assignment
-from flink_runbooks.patches import render_kafka_properties
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.evidence.kafka_clients import cadence, client_configs, commit_failures, source_assignment
+from flink_runbooks.render.patches import render_kafka_properties
 
 SLUG = "kafka-offset-commit-failure"
 JOB = "0123456789abcdef0123456789abcdef"

@@ -6,7 +6,9 @@ import re
 
 import pytest
 
-from flink_runbooks import layouts, records
+from flink_runbooks.parse import layouts
+
+from flink_runbooks.parse import records
 
 SAMPLES = {
     "log4j2": "2026-11-22 02:54:11,377 WARN  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to trigger or complete checkpoint 3 for job f48410cfc8f27e85a01838c5b64de860. (0 consecutive failed attempts so far)",

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from flink_runbooks.memory import (
+from flink_runbooks.evidence.memory import (
     CONSTRAINTS, GROW_SLACK, POOLS, JobManagerMemory, MemoryConfigError, TaskManagerMemory,
     derive_jobmanager_memory, derive_taskmanager_memory, flink_human_size, grow_pool, parse_logged_breakdown,
     parse_logged_jobmanager_breakdown, suggest_fix, summarize,

@@ -5,8 +5,8 @@ from conftest import example, incident_from_text
 from test_cluster import line
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.ingest import ingest
-from flink_runbooks.patches import render_config_diff
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.render.patches import render_config_diff
 
 SLUG = "no-resource-available"
 JOB = "5bbf26d2496f2ff33a0a134bb6edfea8"

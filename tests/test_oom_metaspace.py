@@ -7,9 +7,9 @@ import pytest
 from conftest import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.ingest import ingest
-from flink_runbooks.memory import derive_jobmanager_memory, derive_taskmanager_memory
-from flink_runbooks.patches import render_config_diff
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.evidence.memory import derive_jobmanager_memory, derive_taskmanager_memory
+from flink_runbooks.render.patches import render_config_diff
 
 SLUG = "oom-metaspace"
 MIB = 1 << 20

@@ -1,10 +1,10 @@
 import pytest
 import yaml
 
-from flink_runbooks import keys
-from flink_runbooks.config import ConfigSource, EffectiveConfig, config_from_text, parse_flat_conf, parse_yaml_conf
+from flink_runbooks.parse import keys
+from flink_runbooks.parse.config import ConfigSource, EffectiveConfig, config_from_text, parse_flat_conf, parse_yaml_conf
 from flink_runbooks.model import Patch
-from flink_runbooks.patches import (
+from flink_runbooks.render.patches import (
     apply_patches_to_text,
     apply_to_config,
     flat_value_problem,

@@ -1,7 +1,7 @@
 """Multi-line record assembly: chains, truncation, orphans, bare excerpts."""
 from __future__ import annotations
 
-from flink_runbooks.records import RecordAssembler, assemble
+from flink_runbooks.parse.records import RecordAssembler, assemble
 
 TOLERABLE_JM = """\
 2026-11-22 02:54:11,389 INFO  org.apache.flink.runtime.jobmaster.JobMaster                 [] - Trying to recover from a global failure.

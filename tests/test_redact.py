@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from flink_runbooks import cli
-from flink_runbooks.redact import REDACTED, is_sensitive_key, redact_text, redact_value
+from flink_runbooks.apps import cli
+from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_text, redact_value
 
 SECRETS = ["hunter2", "s3cr3tValue", "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG", "jaasPass!", "tok-abcdef123456"]
 

@@ -6,8 +6,8 @@ import pytest
 from conftest import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.ingest import ingest
-from flink_runbooks.patches import render_config_diff, render_flinkdeployment_patch
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.render.patches import render_config_diff, render_flinkdeployment_patch
 
 SLUG = "rocksdb-hardlink-not-supported"
 

@@ -6,9 +6,9 @@ import pytest
 from conftest import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.ingest import ingest
-from flink_runbooks.patches import render_config_diff
-from flink_runbooks.rocksdb import common_dir, instance_base, split_dirs, strip_scheme
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.render.patches import render_config_diff
+from flink_runbooks.evidence.rocksdb import common_dir, instance_base, split_dirs, strip_scheme
 
 SLUG = "rocksdb-restore-corruption"
 JOB = "1807ce3de9b569721463e999800e2432"

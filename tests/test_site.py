@@ -18,10 +18,11 @@ import nbformat
 import pytest
 
 from conftest import DATA, ROOT
-from flink_runbooks import keys, site
-from flink_runbooks.config import parse_conf
+from flink_runbooks.parse import keys
+from flink_runbooks.apps import site
+from flink_runbooks.parse.config import parse_conf
 from flink_runbooks.detectors import get_detector, slugs
-from flink_runbooks.redact import REDACTED, is_sensitive_key
+from flink_runbooks.parse.redact import REDACTED, is_sensitive_key
 
 SEEDS = ROOT.parent / "shared" / "seeds"  # the shared folder beside the repository
 CHROMIUM = "/usr/bin/chromium"

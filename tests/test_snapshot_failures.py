@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import incident_from_text
-from flink_runbooks.checkpoints import CheckpointAttempt
-from flink_runbooks.snapshot_failures import (checkpoint_dir, datanode_trouble, failure_bursts, is_legacy,
+from flink_runbooks.evidence.checkpoints import CheckpointAttempt
+from flink_runbooks.evidence.snapshot_failures import (checkpoint_dir, datanode_trouble, failure_bursts, is_legacy,
                                               proposed_tolerance, snapshot_failures, storage_error, transient_blip)
 
 JOB = "0123456789abcdef0123456789abcdef"

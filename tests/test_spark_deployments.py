@@ -17,7 +17,7 @@ import sys
 import pytest
 
 from conftest import example
-from flink_runbooks import cli
+from flink_runbooks.apps import cli
 from spark_deployments import ConnectServer, StandaloneCluster, loopback_env, start_connect_server, start_standalone
 
 pytestmark = pytest.mark.cluster

@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 
 from conftest import example
-from flink_runbooks import cli
+from flink_runbooks.apps import cli
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.render import diagnosis_dict
-from flink_runbooks.store import load_incident
+from flink_runbooks.render.report import diagnosis_dict
+from flink_runbooks.collect.store import load_incident
 
 
 def test_saved_incident_round_trips_to_the_same_findings(spark, capsys, tmp_path):

@@ -5,8 +5,8 @@ from conftest import example, incident_from_text
 from test_cluster import incident_of, line
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.ingest import ingest
-from flink_runbooks.patches import render_config_diff
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.render.patches import render_config_diff
 
 SLUG = "tm-heartbeat-timeout"
 JOB = "6f021f75050bb3362b41d8b22c01d3e7"

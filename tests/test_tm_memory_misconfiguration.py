@@ -6,10 +6,10 @@ import pytest
 from conftest import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.ingest import ingest
-from flink_runbooks.memory import MemoryConfigError, derive_taskmanager_memory
-from flink_runbooks.memory_evidence import deployment_of
-from flink_runbooks.patches import apply_to_config, render_config_diff
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.evidence.memory import MemoryConfigError, derive_taskmanager_memory
+from flink_runbooks.evidence.memory_evidence import deployment_of
+from flink_runbooks.render.patches import apply_to_config, render_config_diff
 
 SLUG = "tm-memory-misconfiguration"
 P = "taskmanager.memory."

@@ -13,8 +13,8 @@ import urllib.request
 import pytest
 
 from conftest import ROOT, example
-from flink_runbooks import cli
-from flink_runbooks.triage import TriageError, triage
+from flink_runbooks.apps import cli
+from flink_runbooks.apps.triage import TriageError, triage
 
 SLUG = "checkpoint-tolerable-failure-threshold"
 TEST_NOTEBOOKS = ROOT / "tests" / "notebooks"
@@ -120,7 +120,7 @@ def _request(url: str, payload: dict | str | None = None) -> tuple[int, dict]:
 def server(spark, tmp_path):
     import uvicorn
 
-    from flink_runbooks.serve import create_app
+    from flink_runbooks.apps.serve import create_app
 
     logs_root = tmp_path / "logs"
     (logs_root / "incidents").mkdir(parents=True)

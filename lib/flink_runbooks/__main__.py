@@ -1,5 +1,5 @@
 import sys
 
-from .cli import main
+from flink_runbooks.apps.cli import main
 
 sys.exit(main())

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .detectors import Detector, all_detectors, get_detector
-from .model import Finding, Incident
+from flink_runbooks.detectors import Detector, all_detectors, get_detector
+from flink_runbooks.model import Finding, Incident
 
 
 @dataclass

@@ -10,7 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
-from .config import EffectiveConfig
+from flink_runbooks.parse.config import EffectiveConfig
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ import pathlib
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .diagnose import Diagnosis, run_detectors
-from .model import Finding, Incident
-from .redact import redact_text
-from .render import patch_outputs
+from flink_runbooks.diagnose import Diagnosis, run_detectors
+from flink_runbooks.model import Finding, Incident
+from flink_runbooks.parse.redact import redact_text
+from flink_runbooks.render.report import patch_outputs
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -149,16 +149,16 @@ class RunbookRun:
 def open_runbook(slug: str, incident_paths: str | Sequence[str] = (), *, flink_version: str = "",
                  incident_cache: str = "", spark_master: str = "") -> RunbookRun:
     """Ingest the incident (or load it from a triage cache) and run every detector over it."""
-    from .detectors import get_detector
+    from flink_runbooks.detectors import get_detector
 
     get_detector(slug)  # fail early on a typo in the slug
     if incident_cache:
-        from .store import load_incident
+        from flink_runbooks.collect.store import load_incident
 
         incident = load_incident(incident_cache)
     else:
-        from .ingest import ingest
-        from .spark import get_spark
+        from flink_runbooks.collect.ingest import ingest
+        from flink_runbooks.collect.spark import get_spark
 
         spark = get_spark(master=spark_master or None)
         incident = ingest(resolve_paths(incident_paths), spark, flink_version=flink_version or None)
@@ -170,7 +170,7 @@ def checkpoint_timeline(run: RunbookRun):
     """A plot of every checkpoint attempt over time, coloured by outcome, with failovers marked."""
     import matplotlib.pyplot as plt
 
-    from .checkpoints import THRESHOLD, checkpoint_history, history_frame
+    from flink_runbooks.evidence.checkpoints import THRESHOLD, checkpoint_history, history_frame
 
     frame = history_frame(checkpoint_history(run.incident))
     fig, ax = plt.subplots(figsize=(10, 3.2))
@@ -216,7 +216,7 @@ def event_timeline(run: RunbookRun, title: str = "Warnings, errors and failures 
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from .episodes import FAILURE_LINE
+    from flink_runbooks.evidence.episodes import FAILURE_LINE
 
     rows = [ev for ev in run.incident.events if ev.ts and (ev.level in ("WARN", "ERROR", "FATAL") or FAILURE_LINE.search(ev.message))]
     evidence = {(os.path.basename(e.file), e.line) for f in run.findings for e in f.evidence}

@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 from functools import lru_cache
 
-from .base import Detector
+from flink_runbooks.detectors.base import Detector
 
 __all__ = ["Detector", "all_detectors", "get_detector", "slugs"]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Iterable
 
-from ..model import Event, Evidence, Finding, Incident, Patch, RootCause, earliest_ts
+from flink_runbooks.model import Event, Evidence, Finding, Incident, Patch, RootCause, earliest_ts
 
 
 class Detector:

@@ -14,13 +14,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..checkpoints import checkpoint_history
-from ..model import Event, Finding, Incident, RootCause
-from ..snapshot_failures import (FLUSH_CLOSE, HDFS_FAILURE, OPEN_STREAM, STORAGE_CLIENT, TOLERABLE_KEY,
+from flink_runbooks.evidence.checkpoints import checkpoint_history
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.evidence.snapshot_failures import (FLUSH_CLOSE, HDFS_FAILURE, OPEN_STREAM, STORAGE_CLIENT, TOLERABLE_KEY,
                                  SnapshotFailure, checkpoint_dir, decline_instead_of_fail_patch, is_legacy,
                                  longest_failed_streak, prior_discard, snapshot_failures, storage_actions,
                                  storage_error, threshold_covered_ids, tolerance_patches, transient_blip)
-from .base import Detector
+from flink_runbooks.detectors.base import Detector
 
 # Deepest causes that come from serializing the state rather than from writing it.
 SERIALIZATION = re.compile(

@@ -4,11 +4,11 @@ from __future__ import annotations
 import re
 import statistics
 
-from ..checkpoint_analysis import CompletedStats, ceil_duration_ms, completed_stats, failovers, human_duration, span_ms
-from ..checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history
-from ..model import Event, Finding, Incident, RootCause
-from ..units import format_duration
-from .base import Detector
+from flink_runbooks.evidence.checkpoint_analysis import CompletedStats, ceil_duration_ms, completed_stats, failovers, human_duration, span_ms
+from flink_runbooks.evidence.checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.parse.units import format_duration
+from flink_runbooks.detectors.base import Detector
 
 TIMEOUT_KEY = "execution.checkpointing.timeout"
 DEFAULT_TIMEOUT_MS = 600_000

@@ -4,11 +4,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..checkpoint_analysis import (APPLICATION_MODE_JOB_ID, NOT_DISCARDED, JobRun, failovers, job_runs,
+from flink_runbooks.evidence.checkpoint_analysis import (APPLICATION_MODE_JOB_ID, NOT_DISCARDED, JobRun, failovers, job_runs,
                                    job_state_changes, run_at)
-from ..checkpoints import THRESHOLD, checkpoint_history
-from ..model import Event, Finding, Incident, RootCause
-from .base import Detector
+from flink_runbooks.evidence.checkpoints import THRESHOLD, checkpoint_history
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.detectors.base import Detector
 
 DIR_KEY = "execution.checkpointing.dir"
 RETAINED_KEY = "execution.checkpointing.num-retained"

@@ -12,12 +12,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from ..checkpoints import CheckpointAttempt, checkpoint_history, last_completed_before
-from ..model import Event, Finding, Incident, RootCause
-from ..snapshot_failures import (FLUSH_CLOSE, HDFS_FAILURE, OPEN_STREAM, ROCKSDB, ROCKSDB_LINK, STORAGE_CLIENT,
+from flink_runbooks.evidence.checkpoints import CheckpointAttempt, checkpoint_history, last_completed_before
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.evidence.snapshot_failures import (FLUSH_CLOSE, HDFS_FAILURE, OPEN_STREAM, ROCKSDB, ROCKSDB_LINK, STORAGE_CLIENT,
                                  SnapshotFailure, checkpoint_dir, decline_instead_of_fail_patch, is_legacy,
                                  snapshot_failures, storage_actions, storage_error)
-from .base import Detector
+from flink_runbooks.detectors.base import Detector
 
 # Exceptions a sink raises at the checkpoint when records it sent earlier could not be delivered.
 CONNECTOR_FLUSH = re.compile(

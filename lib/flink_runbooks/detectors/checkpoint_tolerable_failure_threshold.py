@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import re
 
-from ..checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history, failed_streak_before, last_completed_before
-from ..model import Event, Finding, Incident, RootCause
-from ..units import format_duration
-from .base import Detector
+from flink_runbooks.evidence.checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history, failed_streak_before, last_completed_before
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.parse.units import format_duration
+from flink_runbooks.detectors.base import Detector
 
 DEFAULT_TOLERABLE = 3  # the seed's value: rides out isolated failures, still fails on a real outage
 TOLERABLE_KEY = "execution.checkpointing.tolerable-failed-checkpoints"

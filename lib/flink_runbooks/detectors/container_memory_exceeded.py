@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import math
 
-from ..memory import MemoryConfigError, TaskManagerMemory, derive_jobmanager_memory, derive_taskmanager_memory, grow_pool
-from ..memory_evidence import (KILL_SIGNATURES, STATE_BACKEND_SIGNATURES, ContainerKill, apply_changes,
+from flink_runbooks.evidence.memory import MemoryConfigError, TaskManagerMemory, derive_jobmanager_memory, derive_taskmanager_memory, grow_pool
+from flink_runbooks.evidence.memory_evidence import (KILL_SIGNATURES, STATE_BACKEND_SIGNATURES, ContainerKill, apply_changes,
                                breakdown_rows, config_evidence, container_memory_kills, deployment_of,
                                distinct_containers,
                                effective_taskmanager_memory, model_applies, rocksdb_fix, rocksdb_memory, size_text,
                                user_memory_config)
-from ..model import Evidence, Finding, Incident, RootCause, earliest_ts
-from ..units import parse_memory_size
-from .base import Detector
+from flink_runbooks.model import Evidence, Finding, Incident, RootCause, earliest_ts
+from flink_runbooks.parse.units import parse_memory_size
+from flink_runbooks.detectors.base import Detector
 
 MIB = 1 << 20
 MIN_OVERHEAD_GROWTH = 256 * MIB  # below this a kill is rarely cured: native usage fluctuates by more

@@ -9,14 +9,14 @@ itself refused them: full disks, decommissioning), ``K running and K excluded`` 
 """
 from __future__ import annotations
 
-from ..checkpoints import THRESHOLD, checkpoint_history
-from ..episodes import GLOBAL_FAILURE, TASK_FAILED
-from ..model import Event, Finding, Incident, RootCause
-from ..snapshot_failures import (ALL_DATANODES_BAD, FLUSH_CLOSE, HDFS_FAILURE, MIN_REPLICATION, REPLACE_FAILED,
+from flink_runbooks.evidence.checkpoints import THRESHOLD, checkpoint_history
+from flink_runbooks.evidence.episodes import GLOBAL_FAILURE, TASK_FAILED
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.evidence.snapshot_failures import (ALL_DATANODES_BAD, FLUSH_CLOSE, HDFS_FAILURE, MIN_REPLICATION, REPLACE_FAILED,
                                  DatanodeTrouble, datanode_trouble, decline_instead_of_fail_patch, is_legacy,
                                  longest_failed_streak, snapshot_failures, threshold_covered_ids, tolerance_patches,
                                  transient_blip)
-from .base import Detector
+from flink_runbooks.detectors.base import Detector
 
 HADOOP_PREFIX = "flink.hadoop."  # Flink copies flink.hadoop.* keys into the Hadoop configuration of its HDFS file system
 REPLACE_POLICY_KEY = "dfs.client.block.write.replace-datanode-on-failure.policy"

@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 import re
 
-from .. import keys
-from ..memory import MemoryConfigError, derive_taskmanager_memory, grow_pool
-from ..memory_evidence import (apply_changes, breakdown_rows, config_evidence, deployment_of,
+from flink_runbooks.parse import keys
+from flink_runbooks.evidence.memory import MemoryConfigError, derive_taskmanager_memory, grow_pool
+from flink_runbooks.evidence.memory_evidence import (apply_changes, breakdown_rows, config_evidence, deployment_of,
                                derived_taskmanager_memory, effective_taskmanager_memory, model_applies, size_text,
                                user_memory_config)
-from ..model import Event, Finding, Incident, RootCause
-from ..units import parse_memory_size
-from .base import Detector
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.parse.units import parse_memory_size
+from flink_runbooks.detectors.base import Detector
 
 INSUFFICIENT = re.compile(
     r"Insufficient number of network buffers: required (?P<required>\d+), but only (?P<available>\d+) available\. "

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import collections
 
-from ..checkpoints import checkpoint_history
-from ..kafka_clients import (
+from flink_runbooks.evidence.checkpoints import checkpoint_history
+from flink_runbooks.evidence.kafka_clients import (
     ClientLine, CommitFailure, CommitRound, as_int, cadence, client_lines, commit_failures, commit_rounds,
     consumer_config, current_value, longest_consecutive_run, seconds, source_assignment,
 )
-from ..model import Event, Finding, Incident, RootCause
-from .base import Detector
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.detectors.base import Detector
 
 # A coordinator move during a broker restart costs one or two checkpoints' commits; more than this many consecutive
 # checkpoints failing to commit is no longer a blip.

@@ -4,11 +4,11 @@ from __future__ import annotations
 import math
 import re
 
-from .. import cluster
-from ..episodes import JOB_STATE
-from ..model import Event, Finding, Incident, RootCause
-from ..units import format_duration
-from .base import Detector
+from flink_runbooks.evidence import cluster
+from flink_runbooks.evidence.episodes import JOB_STATE
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.parse.units import format_duration
+from flink_runbooks.detectors.base import Detector
 
 _NO_RESOURCE = re.compile(
     r"NoResourceAvailableException|Could not acquire the minimum required resources|"

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import re
 
-from .. import oom
-from ..memory import MemoryConfigError
-from ..model import Finding, Incident, Patch, RootCause
-from ..units import format_size
-from .base import Detector
+from flink_runbooks.evidence import oom
+from flink_runbooks.evidence.memory import MemoryConfigError
+from flink_runbooks.model import Finding, Incident, Patch, RootCause
+from flink_runbooks.parse.units import format_size
+from flink_runbooks.detectors.base import Detector
 
 CONNECTOR_BUDGET_PER_SLOT = 128 << 20  # task off-heap per slot for connector/user direct buffers (one client each)
 MIN_CONNECTOR_BUDGET = 256 << 20

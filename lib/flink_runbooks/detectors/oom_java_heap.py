@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import re
 
-from .. import oom
-from ..memory import MemoryConfigError
-from ..memory_evidence import STATE_BACKEND_SIGNATURES
-from ..model import Event, Finding, Incident, Patch, RootCause
-from ..units import format_size
-from .base import Detector
+from flink_runbooks.evidence import oom
+from flink_runbooks.evidence.memory import MemoryConfigError
+from flink_runbooks.evidence.memory_evidence import STATE_BACKEND_SIGNATURES
+from flink_runbooks.model import Event, Finding, Incident, Patch, RootCause
+from flink_runbooks.parse.units import format_size
+from flink_runbooks.detectors.base import Detector
 
 SMALL_SLOT_HEAP = 512 << 20  # below this much task heap per slot the heap is doubled, above it grown by half
 SMALL_JM_HEAP = 2 << 30

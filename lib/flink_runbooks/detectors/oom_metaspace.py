@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import re
 
-from .. import oom
-from ..episodes import episodes, fault_text
-from ..memory import MemoryConfigError
-from ..model import Event, Finding, Incident, Patch, RootCause
-from ..units import format_size
-from .base import Detector
+from flink_runbooks.evidence import oom
+from flink_runbooks.evidence.episodes import episodes, fault_text
+from flink_runbooks.evidence.memory import MemoryConfigError
+from flink_runbooks.model import Event, Finding, Incident, Patch, RootCause
+from flink_runbooks.parse.units import format_size
+from flink_runbooks.detectors.base import Detector
 
 RESTART_LOOP = 3  # restarts before the OOM from which the restarts, not the job's size, explain it
 CLOSED_CLASSLOADER = re.compile(r"Trying to access closed classloader")

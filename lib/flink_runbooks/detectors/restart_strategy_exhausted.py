@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import re
 
-from .. import cluster
-from ..checkpoints import checkpoint_history
-from ..episodes import JOB_STATE, RECOVERY_SUPPRESSED, episodes, fault_text, is_secondary
-from ..model import Event, Finding, Incident, RootCause
-from ..units import format_duration
-from .base import Detector
+from flink_runbooks.evidence import cluster
+from flink_runbooks.evidence.checkpoints import checkpoint_history
+from flink_runbooks.evidence.episodes import JOB_STATE, RECOVERY_SUPPRESSED, episodes, fault_text, is_secondary
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.parse.units import format_duration
+from flink_runbooks.detectors.base import Detector
 
 # Faults that come from the environment and may pass: a bigger budget can ride them out.
 _INFRASTRUCTURE = re.compile(
@@ -162,7 +162,7 @@ def _normalise(text: str) -> str:
 
 def _runbook_for(me: Detector, fault: str) -> str | None:
     """The runbook (other than the umbrella ones) whose signature or exception class names this fault."""
-    from . import all_detectors
+    from flink_runbooks.detectors import all_detectors
 
     best = None
     for d in all_detectors():
@@ -219,7 +219,7 @@ def _code_snippet(incident: Incident, budget: list[tuple[str, str, str]]) -> str
 
 
 def _seconds(duration: str) -> int:
-    from ..units import parse_duration_ms
+    from flink_runbooks.parse.units import parse_duration_ms
 
     return (parse_duration_ms(duration) or 0) // 1000
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import re
 
-from .. import keys
-from ..model import Finding, Incident, RootCause
-from ..rocksdb import common_dir, instance_base, is_within, rocksdb_dirs, split_dirs, strip_scheme
-from .base import Detector
+from flink_runbooks.parse import keys
+from flink_runbooks.model import Finding, Incident, RootCause
+from flink_runbooks.evidence.rocksdb import common_dir, instance_base, is_within, rocksdb_dirs, split_dirs, strip_scheme
+from flink_runbooks.detectors.base import Detector
 
 LINK_FAILED = re.compile(r"[Ww]hile link file to (?P<dst>/\S+?): (?P<src>/\S+?): (?P<err>[^\n]+)")
 # Path words that name a network, cloud or FUSE file system.

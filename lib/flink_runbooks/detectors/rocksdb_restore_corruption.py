@@ -10,12 +10,12 @@ from __future__ import annotations
 import collections
 import os
 
-from ..model import Event, Finding, Incident, RootCause
-from ..rocksdb import (
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.evidence.rocksdb import (
     RestoreAttempt, RestoreFailure, restore_attempts, restore_failures, restored_checkpoints, remote_files,
     rocksdb_dirs,
 )
-from .base import Detector
+from flink_runbooks.detectors.base import Detector
 
 DEFAULT_TMP = "/tmp"  # io.tmp.dirs defaults to java.io.tmpdir
 RETAINED_CHECKPOINTS = 3  # enough to step back past one bad checkpoint

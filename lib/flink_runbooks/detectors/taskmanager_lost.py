@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import re
 
-from .. import cluster
-from ..cluster import LOSS_CAUSE, Inventory, Loss, LossContext, TaskManager
-from ..episodes import RECOVERY_SUPPRESSED, TASK_FAILED
-from ..memory import MemoryConfigError, grow_pool
-from ..model import Event, Finding, Incident, RootCause
-from ..units import format_duration
-from .base import Detector
+from flink_runbooks.evidence import cluster
+from flink_runbooks.evidence.cluster import LOSS_CAUSE, Inventory, Loss, LossContext, TaskManager
+from flink_runbooks.evidence.episodes import RECOVERY_SUPPRESSED, TASK_FAILED
+from flink_runbooks.evidence.memory import MemoryConfigError, grow_pool
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.parse.units import format_duration
+from flink_runbooks.detectors.base import Detector
 
 _FAILURE_RECORD = re.compile(rf"{TASK_FAILED.pattern}|switched from state \w+ to (?:FAILING|RESTARTING|FAILED)|"
                              r"Trying to recover from a global failure|reached terminal state FAILED")

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import re
 
-from .. import cluster
-from ..cluster import HEARTBEAT_TIMEOUT, Inventory, LossContext
-from ..episodes import TASK_FAILED
-from ..memory import derive_jobmanager_memory, MemoryConfigError
-from ..model import Event, Finding, Incident, RootCause
-from ..units import format_duration, format_size
-from .base import Detector
+from flink_runbooks.evidence import cluster
+from flink_runbooks.evidence.cluster import HEARTBEAT_TIMEOUT, Inventory, LossContext
+from flink_runbooks.evidence.episodes import TASK_FAILED
+from flink_runbooks.evidence.memory import derive_jobmanager_memory, MemoryConfigError
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.parse.units import format_duration, format_size
+from flink_runbooks.detectors.base import Detector
 
 _ADDRESS_MISMATCH = re.compile(r"dropping message .* for non-local recipient|has quarantined this system|"
                                r"[Qq]uarantined address|not a local address")

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import re
 
-from .. import keys
-from ..memory import CONSTRAINTS, MemoryConfigError, derive_taskmanager_memory, suggest_fix
-from ..memory_evidence import (KILL_SIGNATURES, MEMORY_CONFIG_ERROR, STATE_BACKEND_SIGNATURES,
+from flink_runbooks.parse import keys
+from flink_runbooks.evidence.memory import CONSTRAINTS, MemoryConfigError, derive_taskmanager_memory, suggest_fix
+from flink_runbooks.evidence.memory_evidence import (KILL_SIGNATURES, MEMORY_CONFIG_ERROR, STATE_BACKEND_SIGNATURES,
                                TM_START_SCRIPT_FAILED, apply_changes, breakdown_rows, config_evidence,
                                container_memory_kills, deployment_of, derived_taskmanager_memory,
                                effective_taskmanager_memory, error_evidence, logged_taskmanager_memory,
                                memory_config_error_events, model_applies, rocksdb_fix, rocksdb_memory, size_text,
                                user_memory_config)
-from ..model import Event, Evidence, Finding, Incident, RootCause, earliest_ts
-from .base import Detector
+from flink_runbooks.model import Event, Evidence, Finding, Incident, RootCause, earliest_ts
+from flink_runbooks.detectors.base import Detector
 
 _CAUSE_OF_CONSTRAINT = {
     "fractions-exceed-total": "fractions-exceed-total",
@@ -273,7 +273,7 @@ class TmMemoryMisconfiguration(Detector):
     # -- the JobManager ----------------------------------------------------------------------------------------
 
     def _jobmanager(self, incident: Incident, events: list[Event]) -> Finding:
-        from ..memory import derive_jobmanager_memory
+        from flink_runbooks.evidence.memory import derive_jobmanager_memory
 
         conf = user_memory_config(incident)
         version = incident.version_tuple

@@ -12,11 +12,11 @@ from typing import Iterable
 
 import yaml
 
-from . import keys
-from .config import (ConfigError, EffectiveConfig, YamlEntry, detect_conf_format, line_end, line_start,
+from flink_runbooks.parse import keys
+from flink_runbooks.parse.config import (ConfigError, EffectiveConfig, YamlEntry, detect_conf_format, line_end, line_start,
                      parse_flat_conf, yaml_layout)
-from .model import Patch, parse_version
-from .redact import REDACTED, is_sensitive_key, redact_text, redact_value
+from flink_runbooks.model import Patch, parse_version
+from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_text, redact_value
 
 FLINK_DEPLOYMENT_API = "flink.apache.org/v1beta1"
 STANDARD_YAML_SINCE = (1, 19)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .layouts import parse_header, strip_prefix
+from flink_runbooks.parse.layouts import parse_header, strip_prefix
 
 MAX_CHAIN = 40
 MAX_FRAMES = 40
@@ -166,7 +166,7 @@ class RecordAssembler:
 
 def assemble(lines: list[str], is_header=None, keep=None) -> list[RawRecord]:
     """Assemble records from a list of lines (tests and small excerpts); every line is kept unless ``keep`` says no."""
-    from .layouts import is_header as _is_header
+    from flink_runbooks.parse.layouts import is_header as _is_header
 
     out = []
     asm = RecordAssembler()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .model import Event, Incident
+from flink_runbooks.model import Event, Incident
 
 _TRIGGER = re.compile(r"Triggering (?:checkpoint|savepoint) (?P<id>\d+)\b.*? for job (?P<job>[0-9a-f]{32})")
 _COMPLETED = re.compile(

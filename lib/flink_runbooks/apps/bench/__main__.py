@@ -23,10 +23,10 @@ import sys
 import threading
 import time
 
-from . import baselines
-from .generate import generate, parse_size
+from flink_runbooks.apps.bench import baselines
+from flink_runbooks.apps.bench.generate import generate, parse_size
 
-ROOT = pathlib.Path(__file__).resolve().parents[3]
+ROOT = pathlib.Path(__file__).resolve().parents[4]
 OUT = ROOT / "build" / "bench"
 DRIVER_MEMORY = os.environ.get("FLINK_RUNBOOKS_DRIVER_MEMORY", "1g")  # what get_spark gives the driver JVM
 GENERATOR_VERSION = 1  # bump when generate.py changes what it writes, so cached bundles are rebuilt
@@ -123,7 +123,7 @@ def _heap_peak(gc_log: pathlib.Path) -> int | None:
 
 
 def steady_ingest(spark, path: pathlib.Path) -> tuple[float, int]:
-    from ..ingest import ingest
+    from flink_runbooks.collect.ingest import ingest
 
     started = time.perf_counter()
     incident = ingest([str(path)], spark)
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python-baseline-max", default="1GB",
                         help="largest bundle the plain-Python reader is run on (it is slow)")
     args = parser.parse_args(argv)
-    from ..spark import get_spark
+    from flink_runbooks.collect.spark import get_spark
 
     OUT.mkdir(parents=True, exist_ok=True)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]

@@ -109,7 +109,7 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
                runbooks_dir: str | None = None):
     from fastapi import FastAPI, HTTPException
 
-    from .triage import triage
+    from flink_runbooks.apps.triage import triage
 
     app = FastAPI(title="flink-runbooks", description=__doc__)
     runs: dict[str, Run] = {}

@@ -26,7 +26,7 @@ import random
 import re
 import shutil
 
-DATA = pathlib.Path(__file__).resolve().parents[3] / "data"
+DATA = pathlib.Path(__file__).resolve().parents[4] / "data"
 # The incident the bundle ends with (genuine Flink 1.20.3 logs) and one found earlier in a rolled, gzipped file.
 MAIN_INCIDENT = DATA / "checkpoint-tolerable-failure-threshold" / "storage-permission-denied"
 EARLIER_INCIDENT = DATA / "kafka-offset-commit-failure" / "coordinator-unavailable-rolling-restart"

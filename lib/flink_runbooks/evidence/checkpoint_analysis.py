@@ -11,9 +11,9 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from .checkpoints import CheckpointAttempt
-from .episodes import JOB_STATE
-from .model import Event, Incident
+from flink_runbooks.evidence.checkpoints import CheckpointAttempt
+from flink_runbooks.evidence.episodes import JOB_STATE
+from flink_runbooks.model import Event, Incident
 
 JOB_ID = r"[0-9a-f]{32}"
 
@@ -262,7 +262,7 @@ def growth(values: list[int]) -> float | None:
 
 def human_duration(ms: int | float | None) -> str:
     """A duration for prose: whole seconds from 10 s on (``95513`` -> ``96 s``), exact below."""
-    from .units import format_duration
+    from flink_runbooks.parse.units import format_duration
 
     if ms is None:
         return "?"

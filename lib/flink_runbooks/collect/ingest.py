@@ -9,7 +9,7 @@ Pipeline (one pass over the log bytes, no shuffle):
    WARN/ERROR or matching a signature, or a continuation line that is part of an exception, a config dump or a
    frame some detector asked for. Only kept lines become Python strings; the others only count for record
    boundaries and line numbers, which stay exact.
-3. :class:`~flink_runbooks.records.RecordAssembler` turns the kept lines of each file block into records; per block
+3. :class:`~flink_runbooks.parse.records.RecordAssembler` turns the kept lines of each file block into records; per block
    statistics (lines, headers, binary lines) travel back with them.
 4. The driver receives only records and statistics, derives roles, version and the effective configuration.
 """
@@ -23,10 +23,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Sequence
 
-from . import layouts
-from .config import ConfigError, ConfigSource, EffectiveConfig, detect_conf_format, parse_flat_conf, parse_yaml_conf
-from .model import ChainLink, Event, Incident, InputFile
-from .redact import redact_text, redact_value
+from flink_runbooks.parse import layouts
+from flink_runbooks.parse.config import ConfigError, ConfigSource, EffectiveConfig, detect_conf_format, parse_flat_conf, parse_yaml_conf
+from flink_runbooks.model import ChainLink, Event, Incident, InputFile
+from flink_runbooks.parse.redact import redact_text, redact_value
 
 MAX_LINE_CHARS = 4096  # longer kept lines are cut
 LOG_NAME = re.compile(r"(?i)(\.(log|out|err|txt|json|jsonl|ndjson)(\.\d+)?|\.log\.\d{4}-\d{2}-\d{2}[\w.-]*|\.\d+)(\.gz)?$|^[^.]+$")
@@ -91,7 +91,7 @@ class ListedInputs:
 def prefilter(detectors: Sequence | None = None) -> tuple[str, str]:
     """The union of every detector's line signatures and frame signatures, as two regexes."""
     if detectors is None:
-        from .detectors import all_detectors
+        from flink_runbooks.detectors import all_detectors
 
         detectors = all_detectors()
     lines = list(BASE_SIGNATURES)
@@ -243,7 +243,7 @@ def _assemble_partition(batches, patterns: dict[str, str]):
     import numpy as np
     import pyarrow as pa
 
-    from .records import RecordAssembler, parse_exception_line
+    from flink_runbooks.parse.records import RecordAssembler, parse_exception_line
 
     names = [f.split(" ")[0] for f in _RECORD_SCHEMA.split(", ") if " " in f]
     state = {"file": None, "block": None, "asm": RecordAssembler(), "index": 0, "lines": 0, "headers": 0,
@@ -344,7 +344,7 @@ def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None,
     """The Spark plan: read in the JVM, pre-filter and assemble records on the workers. Returns a DataFrame."""
     from pyspark.sql import functions as F
 
-    from .spark import SPLIT_BYTES
+    from flink_runbooks.collect.spark import SPLIT_BYTES
 
     for key in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes"):
         spark.conf.set(key, str(split_bytes or SPLIT_BYTES))
@@ -377,7 +377,7 @@ def ingest(
     split_bytes: int | None = None,
 ) -> Incident:
     """Read everything under ``paths`` and return the incident. Raises :class:`InputError` for unusable input."""
-    from .spark import get_spark
+    from flink_runbooks.collect.spark import get_spark
 
     if not paths:
         raise InputError("no input paths given")

@@ -12,7 +12,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from .model import Event, Incident
+from flink_runbooks.model import Event, Incident
 
 # Kafka client defaults (2.x and 3.x) of the properties the runbooks discuss.
 CLIENT_DEFAULTS = {

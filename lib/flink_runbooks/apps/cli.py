@@ -71,7 +71,7 @@ def _spark_options(p: argparse.ArgumentParser) -> None:
 
 
 def _selected_detectors(spec: str | None):
-    from .detectors import all_detectors, get_detector
+    from flink_runbooks.detectors import all_detectors, get_detector
 
     if not spec:
         return all_detectors()
@@ -79,10 +79,10 @@ def _selected_detectors(spec: str | None):
 
 
 def cmd_diagnose(args) -> int:
-    from .diagnose import run_detectors
-    from .ingest import InputError, check_local_paths, ingest
-    from .render import to_json, to_text
-    from .spark import SparkUnavailable, get_spark
+    from flink_runbooks.diagnose import run_detectors
+    from flink_runbooks.collect.ingest import InputError, check_local_paths, ingest
+    from flink_runbooks.render.report import to_json, to_text
+    from flink_runbooks.collect.spark import SparkUnavailable, get_spark
 
     try:
         detectors = _selected_detectors(args.runbooks)
@@ -97,7 +97,7 @@ def cmd_diagnose(args) -> int:
         print(f"flink-runbooks: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.save_incident:
-        from .store import save_incident
+        from flink_runbooks.collect.store import save_incident
 
         save_incident(incident, args.save_incident)
     diagnosis = run_detectors(incident, detectors)
@@ -111,9 +111,9 @@ def cmd_diagnose(args) -> int:
 def cmd_triage(args) -> int:
     import json
 
-    from .ingest import InputError
-    from .spark import SparkUnavailable, get_spark
-    from .triage import TriageError, triage
+    from flink_runbooks.collect.ingest import InputError
+    from flink_runbooks.collect.spark import SparkUnavailable, get_spark
+    from flink_runbooks.apps.triage import TriageError, triage
 
     quiet = args.format == "json" or not sys.stderr.isatty()
     progress = None if quiet else (lambda msg: print(f"flink-runbooks: {msg}", file=sys.stderr, flush=True))
@@ -131,7 +131,7 @@ def cmd_triage(args) -> int:
     if args.format == "json":
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        from .render import to_text
+        from flink_runbooks.render.report import to_text
 
         sys.stdout.write(to_text(report.diagnosis))
         for r in report.runbooks:
@@ -141,15 +141,15 @@ def cmd_triage(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from .serve import run_server
+    from flink_runbooks.apps.serve import run_server
 
     return run_server(host=args.host, port=args.port, logs_root=args.logs_root, out_root=args.out_root,
                       jobs=args.jobs, timeout_s=args.timeout)
 
 
 def cmd_site(args) -> int:
-    from .site import SiteError, build_site
-    from .triage import EXIT_RUNBOOK_FAILED
+    from flink_runbooks.apps.site import SiteError, build_site
+    from flink_runbooks.apps.triage import EXIT_RUNBOOK_FAILED
 
     runbooks = [r.strip() for r in args.runbooks.split(",") if r.strip()] if args.runbooks else None
     try:
@@ -169,7 +169,7 @@ def cmd_site(args) -> int:
 def cmd_runbooks(args) -> int:
     import json
 
-    from .detectors import all_detectors
+    from flink_runbooks.detectors import all_detectors
 
     rows = [{"slug": d.slug, "title": d.title, "category": d.category, "meaning": d.meaning,
              "root_causes": [rc.slug for rc in d.root_causes]} for d in all_detectors()]

@@ -29,15 +29,15 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from .checkpoints import checkpoint_history
-from .cluster import TASK_ON, seconds_between
-from .episodes import GLOBAL_FAILURE, JOB_STATE, RECOVERY_SUPPRESSED, TASK_FAILED
-from .memory import (MIB, JobManagerMemory, MemoryConfigError, TaskManagerMemory, derive_jobmanager_memory,
+from flink_runbooks.evidence.checkpoints import checkpoint_history
+from flink_runbooks.evidence.cluster import TASK_ON, seconds_between
+from flink_runbooks.evidence.episodes import GLOBAL_FAILURE, JOB_STATE, RECOVERY_SUPPRESSED, TASK_FAILED
+from flink_runbooks.evidence.memory import (MIB, JobManagerMemory, MemoryConfigError, TaskManagerMemory, derive_jobmanager_memory,
                      derive_taskmanager_memory, grow_pool)
-from .memory_evidence import (STATE_BACKEND_IN_LOG, deployment_of, effective_taskmanager_memory, model_applies,
+from flink_runbooks.evidence.memory_evidence import (STATE_BACKEND_IN_LOG, deployment_of, effective_taskmanager_memory, model_applies,
                               user_memory_config)
-from .model import ChainLink, Event, Incident
-from .units import format_size, parse_memory_size
+from flink_runbooks.model import ChainLink, Event, Incident
+from flink_runbooks.parse.units import format_size, parse_memory_size
 
 # A frame of user code: a job jar uploaded through the blob server, or any jar that is not Flink's own.
 USER_JAR_FRAME = r"\[blob_p-[0-9a-f]+-[0-9a-f]+:|~?\[(?!flink-|\?|na:|jrt:)[\w.+-]+\.jar:"

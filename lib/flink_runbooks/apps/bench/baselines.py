@@ -10,9 +10,9 @@ import tempfile
 import time
 from typing import Sequence
 
-from .. import layouts
-from ..ingest import line_patterns
-from ..records import RecordAssembler
+from flink_runbooks.parse import layouts
+from flink_runbooks.collect.ingest import line_patterns
+from flink_runbooks.parse.records import RecordAssembler
 
 _CLASS_ESCAPES = {"d": "0-9", "w": "[:alnum:]_", "s": "[:space:]"}
 _ERE_SPECIAL = set(".()[]{}*+?|^$\\")

@@ -16,7 +16,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Mapping
 
-from .units import format_size, parse_memory_size
+from flink_runbooks.parse.units import format_size, parse_memory_size
 
 __all__ = [
     "MemoryConfigError", "TaskManagerMemory", "JobManagerMemory",

@@ -6,8 +6,8 @@ import json
 import pathlib
 from dataclasses import asdict
 
-from .config import ConfigSource, EffectiveConfig
-from .model import Event, Incident, InputFile
+from flink_runbooks.parse.config import ConfigSource, EffectiveConfig
+from flink_runbooks.model import Event, Incident, InputFile
 
 EVENTS = "events.parquet"
 META = "incident.json"

@@ -21,9 +21,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .episodes import SECONDARY_SYMPTOMS
-from .model import Event, Incident
-from .units import format_duration
+from flink_runbooks.evidence.episodes import SECONDARY_SYMPTOMS
+from flink_runbooks.model import Event, Incident
+from flink_runbooks.parse.units import format_duration
 
 # ------------------------------------------------------------------------------------------------ log line shapes
 
@@ -535,7 +535,7 @@ class RestartStrategy:
 
 def restart_strategy(incident: Incident) -> RestartStrategy:
     """The restart strategy in force: what the JobMaster logged beats the configuration, which beats the default."""
-    from .episodes import RECOVERY_SUPPRESSED
+    from flink_runbooks.evidence.episodes import RECOVERY_SUPPRESSED
 
     cfg_kind = _CONFIG_KIND.get((incident.config.get("restart-strategy.type") or "").strip().lower())
     logged = None

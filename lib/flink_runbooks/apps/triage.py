@@ -17,13 +17,13 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
-from .diagnose import Diagnosis, run_detectors
-from .model import Finding, Patch, parse_version
-from .patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
-from .redact import redact_text
-from .render import diagnosis_dict
+from flink_runbooks.diagnose import Diagnosis, run_detectors
+from flink_runbooks.model import Finding, Patch, parse_version
+from flink_runbooks.render.patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
+from flink_runbooks.parse.redact import redact_text
+from flink_runbooks.render.report import diagnosis_dict
 
-RUNBOOKS_DIR = pathlib.Path(__file__).resolve().parents[2] / "runbooks"
+RUNBOOKS_DIR = pathlib.Path(__file__).resolve().parents[3] / "runbooks"
 KERNEL = "flink-runbooks"
 EXIT_RUNBOOK_FAILED = 3
 
@@ -93,9 +93,9 @@ def triage(
     runbooks_dir: str | os.PathLike | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> TriageReport:
-    from .ingest import check_local_paths, ingest
-    from .spark import get_spark
-    from .store import save_incident
+    from flink_runbooks.collect.ingest import check_local_paths, ingest
+    from flink_runbooks.collect.spark import get_spark
+    from flink_runbooks.collect.store import save_incident
 
     say = progress or (lambda _msg: None)
     check_local_paths(paths)

@@ -5,11 +5,11 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from .diagnose import Diagnosis
-from .model import Finding
-from .patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
-from .redact import redact_text
-from .model import parse_version
+from flink_runbooks.diagnose import Diagnosis
+from flink_runbooks.model import Finding
+from flink_runbooks.render.patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
+from flink_runbooks.parse.redact import redact_text
+from flink_runbooks.model import parse_version
 
 
 def diagnosis_dict(diagnosis: Diagnosis) -> dict[str, Any]:

@@ -12,7 +12,7 @@
    JavaScript regexes for the "paste a stack trace" page, and the client-side search index.
 4. **Render** (:func:`render_site`): nbconvert with the project template (``site_templates/runbook``) turns all
    executed notebooks into pages in one exporter, Jinja renders the index, the config-key and the stack-trace
-   pages; every page passes :func:`~flink_runbooks.redact.redact_text` (:func:`redact_html`), every exported
+   pages; every page passes :func:`~flink_runbooks.parse.redact.redact_text` (:func:`redact_html`), every exported
    string too; internal links are checked.
 
 The site uses relative links only and loads nothing from the network, so any static host (or the file system)
@@ -36,11 +36,11 @@ import urllib.parse
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
-from . import keys
-from .detectors import Detector, all_detectors
-from .notebook import PROJECT_ROOT
-from .redact import redact_text
-from .triage import KERNEL
+from flink_runbooks.parse import keys
+from flink_runbooks.detectors import Detector, all_detectors
+from flink_runbooks.notebook import PROJECT_ROOT
+from flink_runbooks.parse.redact import redact_text
+from flink_runbooks.apps.triage import KERNEL
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 TEMPLATES = PACKAGE_DIR / "site_templates"
@@ -219,9 +219,9 @@ def collect_patched_keys(runbooks: Sequence[Runbook], root: pathlib.Path, *, spa
     ingestion and detectors as ``flink-runbooks diagnose``. Returns the keys and warnings for incidents that could
     not be read.
     """
-    from .diagnose import run_detectors
-    from .ingest import ingest
-    from .spark import get_spark
+    from flink_runbooks.diagnose import run_detectors
+    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.collect.spark import get_spark
 
     spark = spark or get_spark()
     published = {r.slug for r in runbooks}

@@ -20,9 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history
-from .episodes import GLOBAL_FAILURE, TASK_FAILED
-from .model import Event, Incident
+from flink_runbooks.evidence.checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history
+from flink_runbooks.evidence.episodes import GLOBAL_FAILURE, TASK_FAILED
+from flink_runbooks.model import Event, Incident
 
 # --------------------------------------------------------------------------------------------------------------------
 # the wrappers that name the phase
@@ -205,7 +205,7 @@ def prior_discard(incident: Incident, failure: SnapshotFailure) -> Event | None:
 def threshold_covered_ids(incident: Incident, history: list[CheckpointAttempt] | None = None) -> set[int]:
     """Ids of the failed checkpoints whose consecutive run ended in ``Exceeded checkpoint tolerable failure
     threshold`` (the ones the ``checkpoint-tolerable-failure-threshold`` runbook reports)."""
-    from .checkpoints import failed_streak_before
+    from flink_runbooks.evidence.checkpoints import failed_streak_before
 
     history = checkpoint_history(incident) if history is None else history
     covered: set[int] = set()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .model import Event, Incident
+from flink_runbooks.model import Event, Incident
 
 JOB_STATE = re.compile(
     r"Job (?P<name>.*?) \((?P<job>[0-9a-f]{32})\) switched from state (?P<from>[A-Z_]+) to (?P<to>[A-Z_]+)")

@@ -18,11 +18,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from . import keys
-from .memory import (MemoryConfigError, TaskManagerMemory, derive_taskmanager_memory, grow_pool,
+from flink_runbooks.parse import keys
+from flink_runbooks.evidence.memory import (MemoryConfigError, TaskManagerMemory, derive_taskmanager_memory, grow_pool,
                      parse_logged_breakdown)
-from .model import Event, Evidence, Incident
-from .units import format_size, parse_memory_size
+from flink_runbooks.model import Event, Evidence, Incident
+from flink_runbooks.parse.units import format_size, parse_memory_size
 
 MODEL_SINCE = (1, 10)  # FLIP-49; older TaskManagers have no process/flink size, managed or network fractions
 DEFAULT_SLOTS = 1

@@ -1,0 +1,1 @@
+"""Parse: log layouts, multi-line records, the effective configuration, keys, units and redaction."""

@@ -1,0 +1,1 @@
+"""Render: the diagnosis as JSON, text and Markdown; config diffs, FlinkDeployment and Kafka patches."""
