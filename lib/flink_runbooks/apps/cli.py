@@ -61,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("runbooks", help="list the runbooks")
     ls.add_argument("--format", choices=("text", "json"), default="text")
+
+    n = sub.add_parser("new-runbook", help="create the four parts of a new runbook (detector, notebook, example "
+                                           "incident, tests) from templates")
+    n.add_argument("slug", help="the runbook's slug, e.g. sql-connector-missing (its URL and JSON value)")
+    n.add_argument("--title", required=True, help="one line: the failure as a user would name it")
+    n.add_argument("--category", required=True, help="the site's category, e.g. connectors")
+    n.add_argument("--incident", default="example", help="name of the first example incident (default: example)")
     return p
 
 
@@ -181,10 +188,26 @@ def cmd_runbooks(args) -> int:
     return EXIT_CLEAN
 
 
+def cmd_new_runbook(args) -> int:
+    from flink_runbooks.apps.scaffold import ScaffoldError, new_runbook
+    from flink_runbooks.catalogue import PROJECT_ROOT
+
+    try:
+        written = new_runbook(args.slug, args.title, args.category, incident=args.incident)
+    except ScaffoldError as exc:
+        print(f"flink-runbooks: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for path in written:
+        print(path.relative_to(PROJECT_ROOT))
+    print(f"Next: put the incident's logs into data/{args.slug}/{args.incident}/, write the detector's signatures "
+          f"and judgement, then the notebook's narrative; the tests fail until then.", file=sys.stderr)
+    return EXIT_CLEAN
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"diagnose": cmd_diagnose, "triage": cmd_triage, "serve": cmd_serve, "site": cmd_site,
-               "runbooks": cmd_runbooks}[args.command]
+               "runbooks": cmd_runbooks, "new-runbook": cmd_new_runbook}[args.command]
     try:
         return handler(args)
     except Exception as exc:  # noqa: BLE001 - the exit code contract covers every failure
