@@ -77,6 +77,16 @@ def _spark_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--remote", help="Spark Connect URL (e.g. sc://host:15002)")
 
 
+def _requested_spark(args):
+    """The Spark session the user named (``--master``, ``--remote`` or their environment variables), else None:
+    ingestion then reads small local inputs in this process and starts local Spark for the rest."""
+    from flink_runbooks.collect.spark import get_spark
+
+    named = args.master or args.remote or os.environ.get("FLINK_RUNBOOKS_SPARK_MASTER") \
+        or os.environ.get("FLINK_RUNBOOKS_SPARK_REMOTE")
+    return get_spark(master=args.master, remote=args.remote) if named else None
+
+
 def _selected_detectors(spec: str | None):
     from flink_runbooks.detectors import all_detectors, get_detector
 
@@ -89,7 +99,7 @@ def cmd_diagnose(args) -> int:
     from flink_runbooks.diagnose import run_detectors
     from flink_runbooks.collect.ingest import InputError, check_local_paths, ingest
     from flink_runbooks.render.report import to_json, to_text
-    from flink_runbooks.collect.spark import SparkUnavailable, get_spark
+    from flink_runbooks.collect.spark import SparkUnavailable
 
     try:
         detectors = _selected_detectors(args.runbooks)
@@ -98,8 +108,7 @@ def cmd_diagnose(args) -> int:
         return EXIT_BAD_INPUT
     try:
         check_local_paths(args.paths)
-        spark = get_spark(master=args.master, remote=args.remote)
-        incident = ingest(args.paths, spark, flink_version=args.flink_version)
+        incident = ingest(args.paths, _requested_spark(args), flink_version=args.flink_version)
     except (InputError, SparkUnavailable) as exc:
         print(f"flink-runbooks: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -119,7 +128,7 @@ def cmd_triage(args) -> int:
     import json
 
     from flink_runbooks.collect.ingest import InputError
-    from flink_runbooks.collect.spark import SparkUnavailable, get_spark
+    from flink_runbooks.collect.spark import SparkUnavailable
     from flink_runbooks.apps.triage import TriageError, triage
 
     quiet = args.format == "json" or not sys.stderr.isatty()
@@ -128,8 +137,7 @@ def cmd_triage(args) -> int:
         runbooks = [r.strip() for r in args.runbooks.split(",") if r.strip()] if args.runbooks else None
         if runbooks and not args.runbooks_dir:
             _selected_detectors(args.runbooks)
-        report = triage(args.paths, args.out, spark=None if args.master is None and args.remote is None
-                        else get_spark(master=args.master, remote=args.remote),
+        report = triage(args.paths, args.out, spark=_requested_spark(args),
                         flink_version=args.flink_version, runbooks=runbooks, jobs=args.jobs,
                         timeout_s=args.timeout, force=args.force, runbooks_dir=args.runbooks_dir, progress=progress)
     except (InputError, TriageError, KeyError, SparkUnavailable) as exc:

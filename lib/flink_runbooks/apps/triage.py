@@ -94,7 +94,6 @@ def triage(
     progress: Callable[[str], None] | None = None,
 ) -> TriageReport:
     from flink_runbooks.collect.ingest import check_local_paths, ingest
-    from flink_runbooks.collect.spark import get_spark
     from flink_runbooks.collect.store import save_incident
 
     say = progress or (lambda _msg: None)
@@ -102,7 +101,7 @@ def triage(
     out_dir = prepare_out_dir(out, paths, force)
     say(f"ingest: reading {', '.join(paths)}")
     started = time.monotonic()
-    incident = ingest(list(paths), spark or get_spark(), flink_version=flink_version)
+    incident = ingest(list(paths), spark, flink_version=flink_version)
     cache = save_incident(incident, out_dir / "incident")
     say(f"ingest: {len(incident.events)} records from {len(incident.inputs)} file(s) in {time.monotonic() - started:.1f}s")
     diagnosis = run_detectors(incident)

@@ -376,13 +376,23 @@ def ingest(
     detectors: Sequence | None = None,
     split_bytes: int | None = None,
 ) -> Incident:
-    """Read everything under ``paths`` and return the incident. Raises :class:`InputError` for unusable input."""
+    """Read everything under ``paths`` and return the incident. Raises :class:`InputError` for unusable input.
+
+    Without a ``spark`` session, small local inputs are read in this process (:mod:`.local`, the same partition
+    code without starting a JVM); anything else starts the default session.
+    """
+    from flink_runbooks.collect import local
     from flink_runbooks.collect.spark import get_spark
 
     if not paths:
         raise InputError("no input paths given")
-    spark = spark or get_spark()
-    listed = list_inputs(spark, paths)
+    in_process = False
+    if spark is None and all(local.local_path(p) is not None for p in paths):
+        listed = list_inputs(None, paths)
+        in_process = local.fits_locally(listed.logs, listed.configs)
+    if not in_process:
+        spark = spark or get_spark()
+        listed = list_inputs(spark, paths)
     warnings: list[str] = []
     if listed.skipped:
         shown = ", ".join(listed.skipped[:5]) + (f" and {len(listed.skipped) - 5} more" if len(listed.skipped) > 5 else "")
@@ -392,7 +402,7 @@ def ingest(
 
     config = EffectiveConfig()
     inputs: list[InputFile] = []
-    for uri, text in _read_configs(spark, listed.configs):
+    for uri, text in (local.read_configs_locally(listed.configs) if in_process else _read_configs(spark, listed.configs)):
         shown = _display(uri)
         inputs.append(InputFile(path=shown, kind="config", lines=text.count("\n") + (1 if text else 0)))
         if not text.strip():
@@ -416,7 +426,12 @@ def ingest(
         if size == 0 and not re.search(r"\.out(\.\d+)?$", uri):
             warnings.append(f"{_display(uri)} is empty")
     # Arrow to the driver: the records are plain data, no Row objects needed.
-    rows = scan_logs(spark, nonempty, detectors, split_bytes).toArrow().to_pylist() if nonempty else []
+    if not nonempty:
+        rows = []
+    elif in_process:
+        rows = local.scan_locally(nonempty, detectors)
+    else:
+        rows = scan_logs(spark, nonempty, detectors, split_bytes).toArrow().to_pylist()
 
     stats = [r for r in rows if r["kind"] == "stats"]
     records = [r for r in rows if r["kind"] == "record"]

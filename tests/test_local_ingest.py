@@ -1,0 +1,48 @@
+"""Small inputs read in this process give exactly what the Spark pass gives; larger or remote ones go to Spark."""
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from conftest import expected_incidents
+from flink_runbooks.collect import local
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.diagnose import run_detectors
+from flink_runbooks.render.report import to_json
+
+INCIDENTS = expected_incidents()
+
+
+def _diagnosis_json(path, spark) -> dict:
+    return json.loads(to_json(run_detectors(ingest([str(path)], spark))))
+
+
+@pytest.mark.parametrize("slug,name,path,expected", INCIDENTS, ids=[f"{s}/{n}" for s, n, _, _ in INCIDENTS])
+def test_in_process_and_spark_give_the_same_json(spark, slug, name, path, expected):
+    assert local.fits_locally([(str(p), p.stat().st_size) for p in path.rglob("*") if p.is_file()], []), \
+        "every example incident is small enough to be read in process"
+    assert _diagnosis_json(path, None) == _diagnosis_json(path, spark)
+
+
+def test_gzipped_and_plain_files_read_alike_in_process(tmp_path, data_dir):
+    source = next((data_dir / "checkpoint-tolerable-failure-threshold" / "storage-permission-denied").rglob("*standalonesession*.log"))
+    plain = tmp_path / "plain" / "jobmanager.log"
+    packed = tmp_path / "packed" / "jobmanager.log.gz"
+    plain.parent.mkdir()
+    packed.parent.mkdir()
+    plain.write_bytes(source.read_bytes())
+    packed.write_bytes(gzip.compress(source.read_bytes()))
+    a, b = ingest([str(plain)]), ingest([str(packed)])
+    assert [(e.line, e.message) for e in a.events] == [(e.line, e.message) for e in b.events]
+    assert a.events and a.flink_version == "1.20.3"
+
+
+def test_only_small_local_plain_or_gzipped_inputs_stay_in_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(local, "LOCAL_LIMIT_BYTES", 1000)
+    assert local.fits_locally([(f"file:{tmp_path}/a.log", 600), (f"{tmp_path}/b.log", 400)], [f"{tmp_path}/flink-conf.yaml"])
+    assert not local.fits_locally([(f"{tmp_path}/a.log", 1001)], []), "too large: Spark"
+    assert not local.fits_locally([(f"{tmp_path}/a.log.gz", 200)], []), "a gzipped file counts ten times its size"
+    assert not local.fits_locally([("hdfs://nn:8020/logs/a.log", 10)], []), "other file systems: Spark"
+    assert not local.fits_locally([(f"{tmp_path}/a.log.bz2", 10)], []), "compressions only Hadoop reads: Spark"
