@@ -125,8 +125,9 @@ def triage(
                 + (f" ({result.error})" if result.error else ""))
     report.runbooks.sort(key=lambda r: selected.index(r.runbook))
     report.patches = write_patches(diagnosis, out_dir / "patches")
-    (out_dir / "report.json").write_text(redact_text(json.dumps(report.to_dict(), indent=2)) + "\n")
-    (out_dir / "report.md").write_text(redact_text(render_markdown(report)))
+    # Values are redacted before serialisation (diagnosis_dict); the serialised text is never rewritten.
+    (out_dir / "report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    (out_dir / "report.md").write_text(render_markdown(report))
     return report
 
 
@@ -252,12 +253,12 @@ def render_markdown(report: TriageReport) -> str:
                   f.summary, "", "Evidence:", ""]
         for e in f.evidence:
             lines.append(f"- `{e.file}:{e.line}` {e.ts or ''} {('— ' + e.note) if e.note else ''}")
-            lines += ["", "  ```", *["  " + t for t in e.text.splitlines()[:6]], "  ```"]
+            lines += ["", "  ```", *["  " + (redact_text(t) or t) for t in e.text.splitlines()[:6]], "  ```"]
         if f.patches:
             lines += ["", "Proposed changes (nothing was modified):", ""]
             for p in f.patches:
                 value = p.proposed if p.proposed is not None else (p.snippet or "").splitlines()[0] if p.snippet else "—"
-                lines.append(f"- `{p.key}`: {p.current or '—'} → **{value}** ({p.reason})")
+                lines.append(redact_text(f"- `{p.key}`: {p.current or '—'} → **{value}** ({p.reason})"))
     if report.patches:
         lines += ["", "## Patch files", ""] + [f"- {k}: `{v}`" for k, v in report.patches.items()]
         diff_path = report.patches.get("config_diff")

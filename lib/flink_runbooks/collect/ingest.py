@@ -530,10 +530,10 @@ def _to_event(r, offset: int) -> Event:
         ts=r["ts"],
         level=r["level"],
         logger=r["logger"],
-        thread=r["thread"],
+        thread=redact_text(r["thread"]),
         message=redact_text(r["message"] or ""),
         chain=[ChainLink(c["cls"], redact_text(c["message"] or ""), c["kind"]) for c in (r["chain"] or [])],
-        frames=list(r["frames"] or []),
+        frames=[redact_text(f) for f in (r["frames"] or [])],
         body=[redact_text(b) for b in (r["body"] or [])],
         truncated=bool(r["truncated"]),
     )

@@ -27,7 +27,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from flink_runbooks.parse import keys
-from flink_runbooks.parse.redact import redact_value
+from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_text, redact_value
 from flink_runbooks.parse.units import parse_duration_ms, parse_memory_size
 
 SOURCE_RANKS = {"file": 0, "log": 1, "dynamic": 2, "override": 3}
@@ -391,8 +391,11 @@ class EffectiveConfig:
     # -- building
 
     def add(self, key: str, value: str, source: ConfigSource) -> None:
-        """Record ``key = value``; it becomes effective unless a higher-ranked source already set the same key."""
-        cv = ConfigValue(key, str(value), source)
+        """Record ``key = value``; it becomes effective unless a higher-ranked source already set the same key.
+
+        Secrets are decided here, where every value enters: the value of a sensitive key is masked whole, any other
+        value is scrubbed of credential-shaped parts."""
+        cv = ConfigValue(key, redact_value(key, str(value)), source)
         self._seq += 1
         self._history.setdefault(key, []).append((self._seq, cv))
         current = self._effective.get(key)
@@ -400,7 +403,9 @@ class EffectiveConfig:
             self._effective[key] = cv
 
     def set_file(self, path: str | None, text: str | None, format: str | None) -> None:
-        self.file_path, self.file_text, self.file_format = path, text, format
+        """Remember the user's file for diffs, with every secret already masked (diff context lines included)."""
+        redacted = redact_config_text(text, path or "", format or detect_conf_format(text, path or "")) if text else text
+        self.file_path, self.file_text, self.file_format = path, redacted, format
 
     def load_file(self, text: str, path: str, fmt: str | None = None) -> None:
         """Parse the user's config file, add its values as ``file`` sources and remember it for diffs."""
@@ -475,6 +480,53 @@ class EffectiveConfig:
 
     def __repr__(self) -> str:
         return f"EffectiveConfig({len(self)} keys, file={self.file_path!r})"
+
+
+def redact_config_text(text: str, path: str, fmt: str) -> str:
+    """The config file's text with the values of sensitive keys masked and credential-shaped values scrubbed,
+    still parseable by the same parser (a standard-YAML mask is quoted: a bare ``******`` would be an alias)."""
+    if fmt == "flat":
+        lines = text.split("\n")
+        for key, value, lineno in parse_flat_conf(text, path):
+            if is_sensitive_key(key):
+                line = lines[lineno - 1]
+                at = line.find(": ", line.find(key)) if key in line else -1
+                if at >= 0:
+                    comment = line.find("#", at)
+                    lines[lineno - 1] = line[:at + 2] + REDACTED + (" " + line[comment:] if comment >= 0 else "")
+        return "\n".join(redact_text(line) or line for line in lines)
+    try:
+        entries = yaml_layout(text, path).leaves()
+    except ConfigError:
+        return "\n".join(redact_text(line) or line for line in text.split("\n"))
+    def splice(whole: bool) -> str:
+        out = text
+        for e in sorted(entries, key=lambda e: e.value_start or 0, reverse=True):
+            if e.value_start is None or e.value_end is None:
+                continue
+            raw = out[e.value_start:e.value_end]
+            new = redact_text(raw)
+            if is_sensitive_key(e.key) or (new != raw and (whole or raw[:1] in "[{")):
+                new = '"' + REDACTED + '"'
+            elif new != raw and raw[:1] not in "\"'|>":
+                new = '"' + new.replace("\\", "\\\\").replace('"', '\\"') + '"'
+            out = out[:e.value_start] + new + out[e.value_end:]
+        return out
+
+    masked = splice(False)
+    try:
+        yaml_layout(masked, path)
+    except ConfigError:
+        masked = splice(True)
+    # Comments and anything the layout does not cover (a secret in a comment, a key inside a list).
+    scrubbed = "\n".join(redact_text(line) or line for line in masked.split("\n"))
+    if scrubbed != masked:
+        try:
+            yaml_layout(scrubbed, path)
+            return scrubbed
+        except ConfigError:
+            return "\n".join(redact_text(line) if line.lstrip().startswith("#") else line for line in masked.split("\n"))
+    return masked
 
 
 def config_from_text(text: str, path: str) -> EffectiveConfig:

@@ -1,4 +1,9 @@
-"""Renderers: the diagnosis as JSON (the CLI contract), terminal text and Markdown. Everything passes redaction."""
+"""Renderers: the diagnosis as JSON (the CLI contract), terminal text and Markdown.
+
+Secrets are masked where values enter the model (ingestion, :mod:`~flink_runbooks.parse.redact`); findings pass
+:func:`redact_data` once more as values, before serialisation. Finished text is never redacted: a pattern run over
+serialised JSON can eat a closing quote, and one run over a warning can mangle a file name.
+"""
 from __future__ import annotations
 
 import json
@@ -8,7 +13,7 @@ from typing import Any
 from flink_runbooks.diagnose import Diagnosis
 from flink_runbooks.model import Finding
 from flink_runbooks.render.patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
-from flink_runbooks.parse.redact import redact_text
+from flink_runbooks.parse.redact import redact_data, redact_text
 from flink_runbooks.model import parse_version
 
 
@@ -23,13 +28,13 @@ def diagnosis_dict(diagnosis: Diagnosis) -> dict[str, Any]:
             "config_keys": len(inc.config),
             "config_file": inc.config.file_path,
         },
-        "findings": [f.to_dict() for f in diagnosis.findings],
+        "findings": [redact_data(f.to_dict()) for f in diagnosis.findings],
         "warnings": list(inc.warnings) + list(diagnosis.errors),
     }
 
 
 def to_json(diagnosis: Diagnosis) -> str:
-    return redact_text(json.dumps(diagnosis_dict(diagnosis), indent=2, sort_keys=False))
+    return json.dumps(diagnosis_dict(diagnosis), indent=2, sort_keys=False)
 
 
 def patch_outputs(finding: Finding, diagnosis: Diagnosis) -> dict[str, Any]:
@@ -63,7 +68,8 @@ def to_text(diagnosis: Diagnosis, *, color: bool = False) -> str:
     if not diagnosis.findings:
         lines.append("")
         lines.append("No known failure found.")
-        return redact_text("\n".join(lines)) + "\n"
+        return "\n".join(lines) + "\n"
+    head = len(lines)  # version line and warnings: our own words and file names, shown as they are
     for f in diagnosis.findings:
         lines.append("")
         tag = "PRIMARY" if f.primary else ("also" if f.severity == "failure" else "warning")
@@ -91,4 +97,4 @@ def to_text(diagnosis: Diagnosis, *, color: bool = False) -> str:
                     lines += ["    " + l for l in a["snippet"].splitlines()]
         elif f.patches:
             lines.append(f"  {len(f.patches)} proposed change(s): run `flink-runbooks diagnose --format json` or the runbook")
-    return redact_text("\n".join(lines)) + "\n"
+    return "\n".join(lines[:head] + [redact_text(line) or line for line in lines[head:]]) + "\n"
