@@ -4,10 +4,10 @@
 
 1. **Collect** (:func:`collect_runbooks`): which runbooks there are (a detector plus ``runbooks/<slug>.ipynb``), their
    metadata from the detector and the notebook's default incident.
-2. **Execute** (:func:`execute_runbook`): papermill runs each notebook once, ``jobs`` at a time, with its default
-   parameters (kernel ``flink-runbooks``, cwd the repository root). Meanwhile :func:`collect_patched_keys` ingests
-   the same example incidents in this process and runs the detectors, to learn which configuration keys each
-   runbook patches (the findings carry them; nothing else declares them).
+2. **Execute** (:func:`read_examples`, :func:`execute_runbook`): the example incidents are read once, as
+   ``flink-runbooks diagnose`` reads them, and saved; papermill runs each notebook, ``jobs`` at a time, on its saved incident
+   (kernel ``flink-runbooks``, cwd the repository root), so no kernel starts Spark. The detectors' findings on the
+   same incidents say which configuration keys each runbook patches (:func:`patched_keys`).
 3. **Export** (:func:`browser_signatures`, :func:`search_documents`): the detectors' signatures converted to
    JavaScript regexes for the "paste a stack trace" page, and the client-side search index.
 4. **Render** (:func:`render_site`): nbconvert with the project template (``site_templates/runbook``) turns all
@@ -34,10 +34,11 @@ import tempfile
 import time
 import urllib.parse
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from flink_runbooks.parse import keys
 from flink_runbooks.detectors import Detector, all_detectors
+from flink_runbooks.model import Finding
 from flink_runbooks.notebook import PROJECT_ROOT
 from flink_runbooks.parse.redact import redact_text
 from flink_runbooks.apps.triage import KERNEL
@@ -183,17 +184,23 @@ class Execution:
     executed: pathlib.Path | None = None
 
 
-def execute_runbook(runbook: Runbook, workdir: pathlib.Path, root: pathlib.Path, timeout_s: float) -> Execution:
-    """Run the notebook with its default parameters; a failing cell is reported, its partial output kept."""
+def execute_runbook(runbook: Runbook, workdir: pathlib.Path, root: pathlib.Path, timeout_s: float,
+                    incident_cache: pathlib.Path | None = None) -> Execution:
+    """Run the notebook with its default parameters; a failing cell is reported, its partial output kept.
+
+    With ``incident_cache`` (the example incident already read by the site's Spark session) the kernel loads the
+    structured incident instead of starting Spark and reading the logs again."""
     import papermill
     from papermill.exceptions import PapermillExecutionError
 
     target = workdir / f"{runbook.slug}.ipynb"
     result = Execution(runbook.slug)
     started = time.monotonic()
+    parameters = {"incident_cache": str(incident_cache)} if incident_cache else {}
     try:
-        papermill.execute_notebook(str(runbook.notebook), str(target), cwd=str(root), kernel_name=KERNEL,
-                                   execution_timeout=timeout_s, progress_bar=False, log_output=False)
+        papermill.execute_notebook(str(runbook.notebook), str(target), parameters=parameters, cwd=str(root),
+                                   kernel_name=KERNEL, execution_timeout=timeout_s, progress_bar=False,
+                                   log_output=False)
         result.status = "ok"
     except PapermillExecutionError as exc:
         result.status, result.error = "failed", f"cell {exc.exec_count}: {exc.ename}: {exc.evalue}"
@@ -211,38 +218,42 @@ class PatchedKey:
     runbooks: set[str] = field(default_factory=set)
 
 
-def collect_patched_keys(runbooks: Sequence[Runbook], root: pathlib.Path, *, spark=None,
-                         say: Say = lambda _m: None) -> tuple[list[PatchedKey], list[str]]:
-    """The Flink keys and Kafka properties the runbooks propose to change, with the runbooks that do.
+def read_examples(runbooks: Sequence[Runbook], root: pathlib.Path, workdir: pathlib.Path, *, spark=None,
+                  say: Say = lambda _m: None) -> Iterator[tuple[Runbook, pathlib.Path | None, list[Finding], str | None]]:
+    """Read every runbook's example incident once and save it for its notebook.
 
-    Learnt from the findings on the runbooks' own example incidents (the ones their pages show), through the same
-    ingestion and detectors as ``flink-runbooks diagnose``. Returns the keys and warnings for incidents that could
-    not be read.
+    The reading is ``flink-runbooks diagnose``'s: in ``spark`` when given, else small local incidents in this
+    process and the rest in one Spark session. Yields (runbook, saved incident or None, findings, error) as each
+    is read, so the notebooks can start while the next incident is being read.
     """
-    from flink_runbooks.diagnose import run_detectors
     from flink_runbooks.collect.ingest import ingest
-    from flink_runbooks.collect.spark import get_spark
+    from flink_runbooks.collect.store import save_incident
+    from flink_runbooks.diagnose import run_detectors
 
-    spark = spark or get_spark()
-    published = {r.slug for r in runbooks}
-    found: dict[tuple[str, str], PatchedKey] = {}
-    warnings: list[str] = []
     for runbook in runbooks:
         paths = [p if "://" in p or os.path.isabs(p) else str(root / p) for p in runbook.incident_paths]
         try:
             incident = ingest(paths, spark)
         except Exception as exc:
-            warnings.append(f"{runbook.slug}: example incident not read for the key table: {type(exc).__name__}: {exc}")
+            yield runbook, None, [], f"{type(exc).__name__}: {exc}"
             continue
-        for finding in run_detectors(incident).findings:
-            if finding.runbook not in published:
-                continue
-            for patch in finding.patches:
-                if patch.target in ("flink", "kafka"):
-                    key = keys.canonical(patch.key) if patch.target == "flink" else patch.key
-                    found.setdefault((patch.target, key), PatchedKey(patch.target, key)).runbooks.add(finding.runbook)
-        say(f"keys: {runbook.slug} example read")
-    return sorted(found.values(), key=lambda k: (k.target, k.key)), warnings
+        saved = save_incident(incident, workdir / "incidents" / runbook.slug)
+        say(f"example of {runbook.slug} read")
+        yield runbook, saved, run_detectors(incident).findings, None
+
+
+def patched_keys(findings: Iterable[Finding], published: set[str]) -> list[PatchedKey]:
+    """The Flink keys and Kafka properties the runbooks propose on their own example incidents (the ones their
+    pages show), with the runbooks that do."""
+    found: dict[tuple[str, str], PatchedKey] = {}
+    for finding in findings:
+        if finding.runbook not in published:
+            continue
+        for patch in finding.patches:
+            if patch.target in ("flink", "kafka"):
+                key = keys.canonical(patch.key) if patch.target == "flink" else patch.key
+                found.setdefault((patch.target, key), PatchedKey(patch.target, key)).runbooks.add(finding.runbook)
+    return sorted(found.values(), key=lambda k: (k.target, k.key))
 
 
 # ================================================================================================== config keys
@@ -897,8 +908,8 @@ def build_site(out: str | os.PathLike, *, runbooks: list[str] | None = None, job
     ``runbooks`` restricts the site to those slugs (default: every runbook with a detector and a notebook);
     ``jobs`` notebooks execute in parallel; ``progress`` receives one line per step (without it, only the final
     line with the duration is printed, on stderr); ``root`` is the repository whose ``runbooks/`` and ``data/``
-    are published; ``timeout_s`` bounds each notebook cell; ``spark`` is the session used to read the example
-    incidents for the key table. A runbook whose notebook fails still gets its page, with the error shown, and is
+    are published; ``timeout_s`` bounds each notebook cell; ``spark``, when given, reads the example incidents
+    (by default small ones are read in this process, as ``diagnose`` does). A runbook whose notebook fails still gets its page, with the error shown, and is
     listed in :attr:`SiteReport.failed`.
     """
     started = time.monotonic()
@@ -913,10 +924,17 @@ def build_site(out: str | os.PathLike, *, runbooks: list[str] | None = None, job
         with tempfile.TemporaryDirectory(prefix="flink-runbooks-site-") as work:
             workdir = pathlib.Path(work)
             executions: dict[str, Execution] = {}
+            findings: list[Finding] = []
+            warnings: list[str] = []
             with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                futures = [pool.submit(execute_runbook, rb, workdir, base, timeout_s) for rb in selected]
                 say(f"executing {len(selected)} runbook(s), {max(1, jobs)} at a time")
-                patched, warnings = collect_patched_keys(selected, base, spark=spark, say=say)
+                futures = []
+                for rb, saved, found, error in read_examples(selected, base, workdir, spark=spark, say=say):
+                    if error:  # the notebook then reads the logs itself and its page shows the error
+                        warnings.append(f"{rb.slug}: example incident not read: {error}")
+                    findings += found
+                    futures.append(pool.submit(execute_runbook, rb, workdir, base, timeout_s, saved))
+                patched = patched_keys(findings, {r.slug for r in selected})
                 for future in concurrent.futures.as_completed(futures):
                     ex = future.result()
                     executions[ex.slug] = ex
