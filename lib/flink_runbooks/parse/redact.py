@@ -43,7 +43,7 @@ _FRAGMENTS = "|".join(re.escape(f) for f in sorted(SENSITIVE_KEY_FRAGMENTS, key=
 # The value runs to whitespace, a list or query separator or a quote; quoted values are taken whole, and a JAAS
 # config (which contains spaces) runs to its terminating semicolon.
 _PAIR = re.compile(
-    rf"(?<![/\\A-Za-z0-9_.\-])(?P<key>{_KEY_CHARS}*(?i:{_FRAGMENTS}){_KEY_CHARS}*)(?P<sep>\s*[=:]\s*|,\s+)"
+    rf"(?P<key>{_KEY_CHARS}*(?i:{_FRAGMENTS}){_KEY_CHARS}*)(?P<sep>\s*[=:]\s*|,\s+)"
     rf"(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;}}\]&\"'<>]+(?:\s+required\b[^;]*;?)?)"
 )
 # JSON / YAML flow form: "password": "..." (the key is quoted, the value may be).
@@ -52,11 +52,11 @@ _QUOTED_PAIR = re.compile(
     rf"(?P<value>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s,;}}\]&\"'<>]+)"
 )
 _JAAS_OPTION = re.compile(r"(?P<key>password|username|secret|token)\s*=\s*(?P<value>\"[^\"]*\"|'[^']*'|[^\s;]+)", re.I)
-_AWS_ACCESS_KEY_ID = re.compile(r"\b(?:AKIA|ASIA|AROA|AIDA|AGPA|ANPA)[0-9A-Z]{16}\b")
+_AWS_ACCESS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AROA|AIDA|AGPA|ANPA)[0-9A-Z]{16}(?![A-Z0-9])")
 # scheme://user:password@host -> scheme://******@host (the user part of a cloud URL is an access key).
-_URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][\w+.-]*://)(?P<info>[^/\s@:\"'<>]*:[^/\s@\"'<>]+)@")
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<info>[^/\s@:\"'<>]*:[^/\s@\"'<>]+)@")
 _AUTHORIZATION = re.compile(
-    r"(?i)(?P<head>\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|negotiate)\s+)?"
+    r"(?i)(?P<head>(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|negotiate)\s+)?"
     r"|\b(?:bearer|basic)\s+(?=[A-Za-z0-9._~+/=\-]{12,})(?=[A-Za-z0-9._~+/=\-]*?(?-i:[0-9._~+/=\-]|[a-z][A-Z])))(?P<value>[A-Za-z0-9._~+/=\-]+)"
 )
 
@@ -85,6 +85,9 @@ def redact_text(text: str | None) -> str | None:
 
     def pair(m: re.Match[str]) -> str:
         if _is_redacted(m.group("value")):
+            return m.group(0)
+        # "/etc/passwd: unknown log layout" names a file, it does not set a key.
+        if m.start() and m.string[m.start() - 1] in "/\\" and "=" not in m.group("sep"):
             return m.group(0)
         quote = m.group("value")[0] if m.group("value")[0] in "\"'" else ""
         return f"{m.group('key')}{m.group('sep')}{quote}{REDACTED}{quote}"
