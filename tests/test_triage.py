@@ -176,7 +176,8 @@ def test_second_alert_for_a_running_incident_is_refused_and_the_server_keeps_ser
 
 
 @pytest.mark.parametrize("location,status", [
-    ("../outside", 403), ("escape", 403), ("/etc", 403), ("incidents/nope", 404), (None, 400)])
+    ("../outside", 403), ("escape", 403), ("/etc", 403), (".", 403), ("incidents/..", 403), ("incidents/nope", 404),
+    (None, 400)])
 def test_paths_outside_the_logs_root_and_missing_locations_are_refused(server, location, status):
     base, _tmp = server
     code, doc = _request(f"{base}/alerts", _alert(location))
@@ -192,3 +193,33 @@ def test_malformed_payloads_get_a_4xx_with_a_reason(server):
     code, doc = _request(f"{base}/alerts", _alert("incidents/healthy", version="3"))
     assert code == 400 and "version" in doc["detail"]
     assert _request(f"{base}/runs/unknown")[0] == 404
+
+
+def test_every_file_serve_would_read_is_resolved_under_the_logs_root(tmp_path):
+    """Not only the named folder: a link inside it that leads out of the root refuses the whole alert."""
+    from flink_runbooks.apps.serve import PathRejected, resolve_incident
+
+    root, outside = tmp_path / "logs", tmp_path / "outside"
+    (root / "a" / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "shadow.log").write_text("x\n")
+    (root / "a" / "jobmanager.log").write_text("x\n")
+    (root / "shared").mkdir()
+    (root / "shared" / "common.log").write_text("x\n")
+    (root / "a" / "sub" / "common.log").symlink_to(root / "shared" / "common.log")  # inside the root: fine
+    (root / "a" / "sub" / "loop").symlink_to(root / "a", target_is_directory=True)  # a loop ends the walk
+    assert resolve_incident(root, "a") == (root / "a").resolve()
+    (root / "a" / "sub" / "shadow.log").symlink_to(outside / "shadow.log")
+    with pytest.raises(PathRejected) as refused:
+        resolve_incident(root, "a")
+    assert refused.value.status == 403 and "sub/shadow.log" in refused.value.reason
+    (root / "a" / "sub" / "shadow.log").unlink()
+    (root / "b").mkdir()
+    (root / "b" / "etc").symlink_to("/etc", target_is_directory=True)
+    with pytest.raises(PathRejected) as refused:
+        resolve_incident(root, "b")
+    assert refused.value.status == 403 and "etc" in refused.value.reason
+    for location in (".", "./", "a/.."):
+        with pytest.raises(PathRejected) as refused:
+            resolve_incident(root, location)
+        assert refused.value.status == 403

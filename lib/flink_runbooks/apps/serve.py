@@ -83,11 +83,34 @@ def resolve_incident(logs_root: str | os.PathLike, location: str) -> pathlib.Pat
     if ".." in candidate.parts:
         raise PathRejected(403, f"log location {location!r} may not contain '..'")
     target = (candidate if candidate.is_absolute() else root / candidate).resolve()
-    if target != root and root not in target.parents:
+    if target == root:
+        raise PathRejected(403, f"log location {location!r} is the logs root itself; name an incident folder under it")
+    if root not in target.parents:
         raise PathRejected(403, f"log location {location!r} is outside the logs root")
     if not target.exists():
         raise PathRejected(404, f"log location {location!r} does not exist under the logs root")
+    escape = first_escape(target, root)
+    if escape is not None:
+        raise PathRejected(403, f"log location {location!r} holds {escape}, a link that leads outside the logs root")
     return target
+
+
+def first_escape(folder: pathlib.Path, root: pathlib.Path) -> str | None:
+    """The first path under ``folder`` that, once links are followed, lies outside ``root`` (None when every file
+    triage would read is inside). Directories are visited once by real path, so a link loop ends the walk."""
+    seen: set[str] = set()
+    for current, dirs, files in os.walk(folder, followlinks=True):
+        real = os.path.realpath(current)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        for name in sorted(dirs) + sorted(files):
+            path = pathlib.Path(current) / name
+            resolved = pathlib.Path(os.path.realpath(path))
+            if resolved != root and root not in resolved.parents:
+                return str(path.relative_to(folder))
+    return None
 
 
 def find_location(payload: dict[str, Any]) -> tuple[str | None, str | None]:
