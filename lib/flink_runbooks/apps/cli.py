@@ -96,11 +96,13 @@ def _selected_detectors(spec: str | None):
 
 
 def cmd_diagnose(args) -> int:
+    from flink_runbooks.collect.progress import for_stderr
     from flink_runbooks.diagnose import run_detectors
     from flink_runbooks.collect.ingest import InputError, check_local_paths, ingest
     from flink_runbooks.render.report import to_json, to_text
     from flink_runbooks.collect.spark import SparkUnavailable
 
+    progress = for_stderr()
     try:
         detectors = _selected_detectors(args.runbooks)
     except KeyError as exc:
@@ -108,15 +110,21 @@ def cmd_diagnose(args) -> int:
         return EXIT_BAD_INPUT
     try:
         check_local_paths(args.paths)
-        incident = ingest(args.paths, _requested_spark(args), flink_version=args.flink_version)
+        incident = ingest(args.paths, _requested_spark(args), flink_version=args.flink_version, progress=progress)
     except (InputError, SparkUnavailable) as exc:
+        if progress:
+            progress.done()
         print(f"flink-runbooks: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     if args.save_incident:
         from flink_runbooks.collect.store import save_incident
 
         save_incident(incident, args.save_incident)
+    if progress:
+        progress(f"judging {len(incident.events):,} records")
     diagnosis = run_detectors(incident, detectors)
+    if progress:
+        progress.done()
     if args.format == "json":
         sys.stdout.write(to_json(diagnosis) + "\n")
     else:

@@ -21,7 +21,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Sequence
 
 from flink_runbooks.parse import layouts
 from flink_runbooks.parse.config import ConfigError, ConfigSource, EffectiveConfig, detect_conf_format, parse_flat_conf, parse_yaml_conf
@@ -375,6 +375,7 @@ def ingest(
     flink_version: str | None = None,
     detectors: Sequence | None = None,
     split_bytes: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Incident:
     """Read everything under ``paths`` and return the incident. Raises :class:`InputError` for unusable input.
 
@@ -426,12 +427,21 @@ def ingest(
         if size == 0 and not re.search(r"\.out(\.\d+)?$", uri):
             warnings.append(f"{_display(uri)} is empty")
     # Arrow to the driver: the records are plain data, no Row objects needed.
+    total = sum(sizes[uri] for uri in nonempty)
+    if progress:
+        progress(f"listed {len(listed.logs)} log file(s) ({total / (1 << 20):,.1f} MiB) and "
+                 f"{len(listed.configs)} config file(s)")
     if not nonempty:
         rows = []
     elif in_process:
         rows = local.scan_locally(nonempty, detectors)
     else:
-        rows = scan_logs(spark, nonempty, detectors, split_bytes).toArrow().to_pylist()
+        from flink_runbooks.collect.progress import watch_spark_scan
+
+        with watch_spark_scan(spark, total, progress):
+            rows = scan_logs(spark, nonempty, detectors, split_bytes).toArrow().to_pylist()
+    if progress:
+        progress(f"building the incident from {sum(1 for r in rows if r['kind'] == 'record'):,} records")
 
     stats = [r for r in rows if r["kind"] == "stats"]
     records = [r for r in rows if r["kind"] == "record"]
