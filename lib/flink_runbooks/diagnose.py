@@ -27,8 +27,20 @@ def run_detectors(incident: Incident, detectors: Sequence[Detector] | None = Non
             diagnosis.findings.extend(detector.detect(incident))
         except Exception as exc:  # one broken detector must not hide the others' findings
             diagnosis.errors.append(f"detector {detector.slug} failed: {type(exc).__name__}: {exc}")
+    diagnosis.findings = explained_away(diagnosis.findings)
     order_findings(diagnosis.findings)
     return diagnosis
+
+
+# The finding for failures no catalogued runbook explains; it exists only when none does.
+UNRECOGNISED = "unrecognised-failure"
+
+
+def explained_away(findings: list[Finding]) -> list[Finding]:
+    """Drop ``unrecognised-failure`` when a catalogued runbook reports a failure: that runbook explains it."""
+    if any(f.runbook != UNRECOGNISED and f.severity == "failure" for f in findings):
+        return [f for f in findings if f.runbook != UNRECOGNISED]
+    return findings
 
 
 def _layer(finding: Finding) -> int:
@@ -43,7 +55,7 @@ def order_findings(findings: list[Finding]) -> None:
 
     The primary is the first fault of the episode: findings that explain a failure beat warnings; among those,
     root causes beat wrappers (the tolerable-failure threshold) and umbrella outcomes (restarts exhausted); ties
-    go to the earliest evidence, then to the more confident finding.
+    go to the earliest evidence, then to the more confident finding. ``unrecognised-failure`` comes last.
     """
     if not findings:
         return
@@ -51,7 +63,9 @@ def order_findings(findings: list[Finding]) -> None:
         f.primary = False
 
     def rank(f: Finding):
-        return (0 if f.severity == "failure" else 1, _layer(f), f.first_seen or "~", -f.confidence)
+        # A catalogued finding always outranks the one that only says the failure is outside the catalogue.
+        return (f.runbook == UNRECOGNISED, 0 if f.severity == "failure" else 1, _layer(f), f.first_seen or "~",
+                -f.confidence)
 
     findings.sort(key=rank)
     findings[0].primary = True

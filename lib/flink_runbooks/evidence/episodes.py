@@ -41,6 +41,7 @@ class Episode:
     outcome: str = "open"  # restarting | failed | recovered | open
     failures: list[Event] = field(default_factory=list)  # failure events in time order
     suppressed: Event | None = None  # the "Recovery is suppressed" event when restarts ran out
+    recovered: bool = False  # the job was RUNNING again after this episode's restart
 
     @property
     def first_fault(self) -> Event | None:
@@ -92,6 +93,8 @@ def episodes(incident: Incident) -> list[Episode]:
                 current = None
             continue
         if state and state["to"] == "RUNNING":
+            if out and current is None and out[-1].outcome == "restarting":
+                out[-1].recovered = True
             continue
         if is_failure:
             if current is None:
@@ -99,3 +102,60 @@ def episodes(incident: Incident) -> list[Episode]:
                 out.append(current)
             current.failures.append(ev)
     return out
+
+
+# A process or a client that saw the job or a JVM end: fatal errors of a TaskManager/JobManager, the CLI's
+# "program finished with the following exception", the job result a client received.
+FATAL_OR_CLIENT_FAILURE = re.compile(
+    r"FatalExitExceptionHandler|produced an uncaught exception|Fatal error occurred in|"
+    r"Exception in thread \"|Terminating the (?:TaskManager|JVM)|Shutting (?:down )?TaskManager.* due to|"
+    r"The program finished with the following exception|Job execution failed|JobExecutionException|"
+    r"Job (?:failed|has failed)|ProgramInvocationException|JobSubmissionException|Could not start the JobMaster")
+# Lines that only exist in a full log of a running cluster: their absence marks an excerpt.
+LIFECYCLE = re.compile(JOB_STATE.pattern + r"|Triggering checkpoint \d+|Completed checkpoint \d+|\(Version: ")
+
+
+def is_excerpt(incident: Incident) -> bool:
+    """True when the incident is a pasted excerpt rather than a process's log: no job state changes, no
+    checkpoint lifecycle, no start-up banner (so a failure cannot be read from the job's states)."""
+    return not any(incident.find(LIFECYCLE))
+
+
+def failure_events(incident: Incident) -> list[Event]:
+    """Records that show a job or task ended by a fault, in time order (the first one first).
+
+    From a full log: the failures of every episode (a task FAILED, the job FAILING/RESTARTING/FAILED, a global
+    failure), then fatal errors of a process and client-side job failures. From an excerpt, which has none of the
+    job's state changes: any exception logged at ERROR or without a level (a pasted stack trace) whose deepest
+    cause is not a known consequence of another fault.
+    """
+    found: list[Event] = []
+    for ep in episodes(incident):
+        found.extend(ep.failures)
+        if not ep.failures and ep.outcome in ("restarting", "failed"):
+            found.extend(ev for ev in incident.events if ev.ts == ep.end and JOB_STATE.search(ev.message))
+    seen = {id(ev) for ev in found}
+    for ev in incident.events:
+        if id(ev) in seen:
+            continue
+        if (ev.chain or ev.level in ("ERROR", "FATAL")) and FATAL_OR_CLIENT_FAILURE.search(ev.text):
+            found.append(ev)
+            seen.add(id(ev))
+    if not found and is_excerpt(incident):
+        found = [ev for ev in incident.events
+                 if ev.chain and ev.level in (None, "ERROR", "FATAL") and not is_secondary(ev)]
+        found = found or [ev for ev in incident.events if ev.chain and ev.level in (None, "ERROR", "FATAL")]
+    order = {id(ev): i for i, ev in enumerate(incident.events)}
+    return sorted(found, key=lambda ev: order.get(id(ev), 0))
+
+
+def first_fault(incident: Incident) -> Event | None:
+    """The first fault of the first failure episode (or of the excerpt): not a secondary symptom when avoidable."""
+    eps = [ep for ep in episodes(incident) if ep.failures]
+    if eps:
+        return eps[0].first_fault
+    events = failure_events(incident)
+    # A pasted excerpt may hold the restart strategy's verdict or a wrapper without its cause first.
+    named = [ev for ev in events if any(c.kind != "suppressed" and not RECOVERY_SUPPRESSED.search(c.message)
+                                        for c in ev.chain)]
+    return next((ev for ev in named + events if not is_secondary(ev)), events[0] if events else None)

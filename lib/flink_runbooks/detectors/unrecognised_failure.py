@@ -1,0 +1,208 @@
+"""A job failed or restarted, or an exception ended a task, and no catalogued runbook explains it.
+
+Silence is the worst answer to a failed job: this runbook names the first fault of the first failure episode (the
+deepest exception, not Flink's wrappers), the task or operator it ended, which component threw it (user code, Flink,
+a connector, the JVM, the environment) and the job's own frames, and says what to collect next. It never outranks
+a catalogued finding: when one explains the failure, this one is dropped (see ``diagnose``).
+"""
+from __future__ import annotations
+
+import re
+
+from flink_runbooks.evidence.episodes import episodes, failure_events, first_fault, is_excerpt, is_secondary
+from flink_runbooks.evidence.faults import read_fault
+from flink_runbooks.model import Finding, Incident, RootCause
+from flink_runbooks.detectors.base import Detector
+
+_JM_LOG = "ops:collect the JobManager log"
+_TRACE = "ops:collect the full stack trace"
+_CAUSE_OF = {"user code": "thrown-by-user-code", "a connector": "thrown-by-connector", "Flink": "thrown-by-flink",
+             "the JVM": "thrown-by-jvm", "the environment": "thrown-by-environment", None: "undetermined"}
+
+
+def _user_frame_signature() -> str:
+    """A stack frame of a class outside the JDK, Flink and the libraries it runs, as a line regex without
+    lookaheads (RE2 on the workers has none): a trie of the framework prefixes, each branch point excluding the
+    characters that continue a prefix."""
+    from flink_runbooks.evidence.faults import FRAMEWORK_PACKAGES
+
+    trie: dict = {}
+    for prefix in FRAMEWORK_PACKAGES:
+        node = trie
+        for ch in prefix:
+            node = node.setdefault(ch, {})
+        node["$end"] = True
+
+    def branch(node: dict) -> str:
+        children = sorted(k for k in node if k != "$end")
+        alts = []
+        letters = "".join(c for c in children if c.isalnum() or c == "_")
+        alts.append(rf"[^\W{letters}][\w$.]*" if letters else r"\w[\w$.]*")
+        for ch in children:
+            child = node[ch]
+            if child.get("$end"):
+                continue  # a framework prefix is complete: no user frame continues here
+            alts.append(("\\." if ch == "." else ch) + branch(child))
+        return "(?:" + "|".join(alts) + ")"
+
+    from flink_runbooks.parse.layouts import PREFIX
+
+    return r"^(?:" + PREFIX + r")?\s*at (?:[\w.-]+//|[\w.-]+/)?" + branch(trie) + r"\.[\w$<>]+\("
+
+
+class UnrecognisedFailure(Detector):
+    slug = "unrecognised-failure"
+    title = "A failure outside the catalogue"
+    category = "failures"
+    meaning = ("The job failed or restarted (or an exception ended a task) for a reason none of the other runbooks "
+               "knows; this one names the first fault, where it was thrown and by which component.")
+    versions = "1.3 – 2.x"
+    layer = 3
+    exception_classes = ()
+    signatures = (
+        r"FatalExitExceptionHandler|produced an uncaught exception|Fatal error occurred in",
+        r"The program finished with the following exception|Job execution failed",
+        _user_frame_signature(),
+    )
+    root_causes = (
+        RootCause("thrown-by-user-code", "The job's own code threw the exception that failed it.",
+                  "The deepest cause is a class of the job, or a generic JDK exception whose first frame is the "
+                  "job's code.",
+                  patches=(_JM_LOG, _TRACE, "code:fix or guard the failing code")),
+        RootCause("thrown-by-connector", "A connector (or the client library it runs) threw the exception that "
+                  "failed the job.", "The deepest cause's package is a connector's or its client library's.",
+                  patches=(_JM_LOG, "ops:check the external system and the connector version")),
+        RootCause("thrown-by-flink", "Flink itself threw the exception that failed the job, in a way no catalogued "
+                  "runbook recognises.", "The deepest cause is an org.apache.flink class outside the connectors.",
+                  patches=(_JM_LOG, "ops:search Flink's issue tracker")),
+        RootCause("thrown-by-jvm", "The JVM raised the error that failed the job (a resource ran out or class "
+                  "loading failed).", "The deepest cause is a java.lang Error the JVM raises itself.",
+                  patches=(_JM_LOG, "ops:collect the JVM's view")),
+        RootCause("thrown-by-environment", "The network, storage or file system around the job failed it.",
+                  "The deepest cause is a java.net / java.nio.file / storage client exception, or its message "
+                  "names a refused connection, a timeout, a full disk or a denied permission.",
+                  patches=(_JM_LOG, "ops:check the host, network or storage at that time")),
+        RootCause("undetermined", "The job failed, but the logs do not show which component threw the fault.",
+                  "No exception is logged with the failure, or it is a generic one without frames.",
+                  patches=(_JM_LOG, _TRACE),
+                  next_evidence="the complete stack trace of the first failure (every 'Caused by:' with its first "
+                                "frames), from the TaskManager that ran the failing task."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        failures = failure_events(incident)
+        if not failures:
+            return []
+        event = first_fault(incident) or failures[0]
+        fault = read_fault(event)
+        eps = [ep for ep in episodes(incident) if ep.failures or ep.outcome in ("restarting", "failed")]
+        excerpt = is_excerpt(incident)
+        outcome = _outcome(eps)
+        cause = _CAUSE_OF[fault.component]
+        unknown = []
+        if excerpt:
+            unknown.append("whether the job failed or restarted and how often (an excerpt, no job state changes)")
+        if not fault.user_frames and fault.component in (None, "user code"):
+            unknown.append("the frames of the deepest cause")
+        if fault.deepest is None:
+            unknown.append("the exception itself (none is logged with the failure)")
+        confidence = 0.6 if fault.component and not excerpt else 0.45 if fault.component else 0.3
+        # Numbers (record ids, offsets, ports) differ between attempts of the same fault.
+        distinct = sorted({re.sub(r"\d+", "N", read_fault(ev).text) for ep in eps for ev in ep.failures
+                           if not is_secondary(ev)})
+        summary = self._summary(fault, outcome, eps, unknown, distinct)
+        evidence = [event] + [ev for ev in failures if ev is not event][:3]
+        notes = {0: f"first fault: {fault.text[:200]}"}
+        details = {
+            "first_fault": fault.text,
+            "task_or_operator": fault.task or "unknown",
+            "component": fault.component or "undetermined",
+            "why_that_component": fault.why,
+            "user_code_frames": fault.user_frames[:8] or "none kept",
+            "outcome": outcome,
+            "failure_episodes": len(eps),
+            "distinct_faults": distinct[:6],
+            "unknown": unknown or "nothing",
+        }
+        return [self.finding(cause, summary, evidence, confidence=confidence, notes=notes, details=details,
+                             patches=self._collect_next(fault, excerpt),
+                             severity="warning" if outcome == "recovered" and len(eps) == 1 else "failure")]
+
+    @staticmethod
+    def _summary(fault, outcome, eps, unknown, distinct) -> str:
+        where = f" in {fault.task}" if fault.task else ""
+        parts = [f"The first fault{where} was {fault.text[:300].rstrip('.')}."]
+        parts.append(f"It was thrown by {fault.component}: {fault.why}." if fault.component
+                     else f"Which component threw it is undetermined: {fault.why}.")
+        if fault.user_frames:
+            parts.append(f"The job's own code on the stack: {_short(fault.user_frames[0])}.")
+        parts.append({"failed": "The job FAILED.",
+                      "restarting": f"The job restarted ({len(eps)} failure episode(s)).",
+                      "recovered": f"The job restarted {len(eps)} time(s) and was running again after the last restart.",
+                      "unknown": "The excerpt does not show what became of the job."}[outcome])
+        if len(distinct) > 1:
+            parts.append(f"{len(distinct)} different faults appear across the episodes; the first one is named here.")
+        parts.append("No catalogued runbook recognises this failure.")
+        if unknown:
+            parts.append("Unknown from these logs: " + "; ".join(unknown) + ".")
+        return " ".join(parts)
+
+    def _collect_next(self, fault, excerpt: bool):
+        out = []
+        if excerpt:
+            out.append(self.ops_patch(
+                "collect the JobManager log",
+                "The JobManager log around the failure shows the job's state changes, the first task that failed and "
+                "whether restarts followed; an excerpt cannot show the first fault of the episode.",
+                snippet="grep -n -E 'switched from (state )?RUNNING to (FAILED|FAILING|RESTARTING)' jobmanager.log"))
+        if fault.component in (None, "user code"):
+            out.append(self.ops_patch(
+                "collect the full stack trace",
+                "The complete trace of the first failure (every 'Caused by:' and its first frames) tells whether the "
+                "job's code, a library or Flink threw it.",
+                snippet="grep -n -A 60 -E 'switched from RUNNING to FAILED' taskmanager*.log | head -120"))
+        if fault.component == "user code":
+            out.append(self.code_patch(
+                "fix or guard the failing code",
+                "// e.g. route bad records to a side output instead of throwing\nctx.output(badRecords, value);",
+                "Reproduce with the failing record (the task and frames above say where); guard bad input instead of "
+                "letting one record fail the job over and over."))
+        if fault.component == "a connector":
+            out.append(self.ops_patch(
+                "check the external system and the connector version",
+                "Look at the external system's own logs at the time of the fault and compare the connector version "
+                "with the Flink version it was built for."))
+        if fault.component == "the environment":
+            out.append(self.ops_patch(
+                "check the host, network or storage at that time",
+                "The fault came from outside the job: check the host's disk, DNS and network, and the storage "
+                "service's health at the time of the first fault."))
+        if fault.component == "the JVM":
+            out.append(self.ops_patch(
+                "collect the JVM's view",
+                "For class-loading errors compare the job jar's dependencies with Flink's lib/ (mvn dependency:tree); "
+                "for resource errors the TaskManager's memory configuration and a heap dump.",
+                snippet="jar tf job.jar | grep -i <missing class>; ls $FLINK_HOME/lib"))
+        if fault.component == "Flink":
+            out.append(self.ops_patch(
+                "search Flink's issue tracker",
+                "A Flink-internal exception outside the catalogue may be a known bug of this version: search "
+                "issues.apache.org/jira/projects/FLINK for the class and message, and note the exact Flink version."))
+        return out
+
+
+def _short(frame: str) -> str:
+    """``at com.acme.Foo.bar(Foo.java:12) ~[job.jar:?]`` -> ``com.acme.Foo.bar(Foo.java:12)``."""
+    return re.sub(r"\s+[~\[].*$", "", frame.strip().removeprefix("at "))
+
+
+def _outcome(eps) -> str:
+    if not eps:
+        return "unknown"
+    if any(ep.outcome == "failed" for ep in eps):
+        return "failed"
+    last = eps[-1]
+    if last.outcome == "restarting":
+        return "recovered" if last.recovered else "restarting"
+    return "restarting" if last.outcome == "open" and last.failures else "unknown"
+

@@ -1,0 +1,154 @@
+"""Detector unrecognised-failure: a failed or restarted job is never answered with silence; healthy logs still are."""
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from conftest import DATA, example, incident_from_text
+from flink_runbooks.collect.ingest import ingest, line_patterns
+from flink_runbooks.detectors import get_detector
+from flink_runbooks.diagnose import order_findings, run_detectors
+from flink_runbooks.evidence.faults import component
+from flink_runbooks.model import ChainLink, Finding, RootCause
+
+SLUG = "unrecognised-failure"
+JOB = "d6b596ee9c80fe2128d619997c4a4466"
+
+
+def line(ts: str, msg: str, level: str = "INFO", logger: str = "org.apache.flink.runtime.executiongraph.ExecutionGraph") -> str:
+    return f"2024-05-02 {ts} {level:<5} {logger:<60} [] - {msg}"
+
+
+def _restart_log(fault: list[str], to: str = "RESTARTING", recovered: bool = True) -> str:
+    lines = [line("10:00:00,000", f"Job orders ({JOB}) switched from state CREATED to RUNNING."),
+             line("10:01:00,000", "enrich -> Sink: out (2/4) (379e_857e_0_0) switched from RUNNING to FAILED on tm-1:40000-abc @ tm-1 (dataPort=40001)."),
+             *fault,
+             line("10:01:00,010", f"Job orders ({JOB}) switched from state RUNNING to {to}.")]
+    if recovered:
+        lines.append(line("10:01:10,000", f"Job orders ({JOB}) switched from state RESTARTING to RUNNING."))
+    return "\n".join(lines)
+
+
+NPE = ["java.lang.NullPointerException: Cannot invoke \"String.length()\" because \"order.sku\" is null",
+       "\tat com.acme.orders.Enricher.map(Enricher.java:57) ~[orders-job-2.4.jar:?]",
+       "\tat org.apache.flink.streaming.api.operators.StreamMap.processElement(StreamMap.java:38) ~[flink-dist-1.18.1.jar:1.18.1]"]
+
+
+def test_user_code_exception_names_task_frames_and_component():
+    [f] = get_detector(SLUG).detect(incident_from_text(_restart_log(NPE)))
+    assert f.root_cause.slug == "thrown-by-user-code"
+    assert f.details["task_or_operator"] == "enrich -> Sink: out (2/4)"
+    assert f.details["first_fault"].startswith("java.lang.NullPointerException")
+    assert f.details["user_code_frames"] == ["at com.acme.orders.Enricher.map(Enricher.java:57) ~[orders-job-2.4.jar:?]"]
+    assert "com.acme.orders.Enricher.map(Enricher.java:57)" in f.summary
+    assert any(p.key == "fix or guard the failing code" for p in f.patches)
+
+
+def test_a_job_that_failed_without_a_logged_exception_is_undetermined_and_says_what_to_collect():
+    log = "\n".join([line("10:00:00,000", f"Job orders ({JOB}) switched from state CREATED to RUNNING."),
+                     line("10:05:00,000", f"Job orders ({JOB}) switched from state RUNNING to FAILING."),
+                     line("10:05:00,100", f"Job orders ({JOB}) switched from state FAILING to FAILED.")])
+    [f] = get_detector(SLUG).detect(incident_from_text(log))
+    assert f.root_cause.slug == "undetermined"
+    assert f.confidence < 0.5
+    assert "Collect next" in f.summary and "stack trace" in f.summary
+
+
+def test_the_first_fault_is_not_a_symptom_of_a_lost_peer():
+    lost = ["org.apache.flink.runtime.io.network.netty.exception.RemoteTransportException: Connection unexpectedly closed by remote task manager 'tm-2/10.0.0.2:40000'. This might indicate that the remote task manager was lost."]
+    log = "\n".join([line("10:00:00,000", f"Job orders ({JOB}) switched from state CREATED to RUNNING."),
+                     line("10:01:00,000", "map (1/4) (a_b_0_0) switched from RUNNING to FAILED on tm-1."), *lost,
+                     line("10:01:00,001", "sink (2/4) (a_c_0_0) switched from RUNNING to FAILED on tm-2."),
+                     "java.net.ConnectException: Connection refused (Connection refused)",
+                     line("10:01:00,010", f"Job orders ({JOB}) switched from state RUNNING to RESTARTING.")])
+    [f] = get_detector(SLUG).detect(incident_from_text(log))
+    assert f.details["first_fault"].startswith("java.net.ConnectException")
+    assert f.root_cause.slug == "thrown-by-environment"
+    assert f.details["task_or_operator"] == "sink (2/4)"
+
+
+@pytest.mark.parametrize("cls, message, frames, expected", [
+    ("java.lang.NoClassDefFoundError", "org/apache/kafka/clients/consumer/ConsumerRecord", [], "the JVM"),
+    ("java.lang.OutOfMemoryError", "unable to create native thread", [], "the JVM"),
+    ("java.net.UnknownHostException", "kafka-0.kafka", [], "the environment"),
+    ("java.io.IOException", "No space left on device", [], "the environment"),
+    ("org.postgresql.util.PSQLException", "ERROR: duplicate key value violates unique constraint", [], "a connector"),
+    ("org.apache.flink.elasticsearch7.shaded.org.elasticsearch.ElasticsearchException", "mapper_parsing_exception", [], "a connector"),
+    ("org.apache.flink.runtime.state.BackendBuildingException", "Failed when trying to restore heap backend", [], "Flink"),
+    ("com.acme.fraud.RuleCompileException", "unknown field 'amount2'", [], "user code"),
+    ("java.lang.IllegalArgumentException", "bad record", ["at com.acme.Parse.map(Parse.java:9)"], "user code"),
+    ("java.lang.IllegalArgumentException", "bad record", [], None),
+])
+def test_component_is_judged_from_package_then_frames(cls, message, frames, expected):
+    assert component(ChainLink(cls, message, "caused_by"), frames)[0] == expected
+
+
+def test_unknown_generic_exception_in_an_excerpt_is_reported_at_low_confidence():
+    text = "java.lang.IllegalArgumentException: Invalid timestamp format: '2024-13-45'"
+    [f] = get_detector(SLUG).detect(incident_from_text(text))
+    assert f.root_cause.slug == "undetermined"
+    assert f.confidence <= 0.3
+    assert "excerpt" in " ".join(f.details["unknown"])
+
+
+def test_a_warning_with_an_exception_in_a_healthy_job_is_not_a_failure():
+    log = "\n".join([line("10:00:00,000", f"Job orders ({JOB}) switched from state CREATED to RUNNING."),
+                     line("10:00:05,000", "[Consumer clientId=orders-0, groupId=orders] Error while fetching metadata", "WARN",
+                          "org.apache.kafka.clients.NetworkClient"),
+                     "org.apache.kafka.common.errors.DisconnectException: null",
+                     line("10:00:30,000", f"Completed checkpoint 1 for job {JOB} (1000 bytes, checkpointDuration=80 ms, finalizationTime=2 ms).",
+                          logger="org.apache.flink.runtime.checkpoint.CheckpointCoordinator")])
+    assert get_detector(SLUG).detect(incident_from_text(log)) == []
+
+
+def test_never_outranks_a_catalogued_finding():
+    incident = incident_from_text(_restart_log(NPE))
+    [uf] = get_detector(SLUG).detect(incident)
+    catalogued = Finding("oom-java-heap", "heap", RootCause("x", "x"), "s", 0.5, severity="warning",
+                         first_seen="2000-01-01 00:00:00.000")
+    findings = [uf, catalogued]
+    order_findings(findings)
+    assert findings[0] is catalogued and findings[0].primary and not uf.primary
+
+
+def test_a_catalogued_failure_explains_the_failure_and_silences_this_runbook():
+    oom = ["java.lang.OutOfMemoryError: Java heap space",
+           "\tat com.acme.orders.Enricher.map(Enricher.java:57) ~[orders-job-2.4.jar:?]"]
+    d = run_detectors(incident_from_text(_restart_log(oom), version="1.18.1"))
+    assert d.primary is not None and d.primary.runbook == "oom-java-heap"
+    assert SLUG not in [f.runbook for f in d.findings]
+
+
+def test_user_frames_pass_the_pre_filter_and_framework_frames_do_not():
+    kept = line_patterns()["kept"]
+    lines = ["\tat com.acme.orders.Enricher.map(Enricher.java:57) ~[orders-job-2.4.jar:?]",
+             "jobmanager-1  | \tat scenario.ScenarioJob$StatefulMap.map(ScenarioJob.java:105)",
+             "\tat org.apache.flink.runtime.taskmanager.Task.run(Task.java:575)",
+             "\tat java.base/java.lang.Thread.run(Thread.java:840)"]
+    assert pc.match_substring_regex(pa.array(lines), kept).to_pylist() == [True, True, False, False]
+
+
+def test_example_incidents_end_to_end(spark):
+    for name in ("user-code-exception-restarting-1.20", "kafka-record-too-large-excerpt-1.15",
+                 "healthy-deprecated-key-tasks-starting-1.17", "near-miss-kafka-bootstrap-disconnect-1.16"):
+        path = example(SLUG, name)
+        expected = json.loads((path / "expected.json").read_text())
+        d = run_detectors(ingest([str(path)], spark))
+        if expected["primary"] is None:
+            assert d.findings == [], name
+            continue
+        assert d.primary.runbook == SLUG and d.primary.root_cause.slug == expected["root_cause"], name
+    user = run_detectors(ingest([str(example(SLUG, "user-code-exception-restarting-1.20"))], spark)).primary
+    assert user.details["task_or_operator"] == "stateful-map -> discard-sink: Writer (1/1)"
+    assert any("scenario.ScenarioJob$StatefulMap.map" in f for f in user.details["user_code_frames"])
+    assert user.confidence >= 0.6
+    excerpt = run_detectors(ingest([str(example(SLUG, "kafka-record-too-large-excerpt-1.15"))], spark)).primary
+    assert excerpt.confidence < user.confidence
+    assert "RecordTooLargeException" in excerpt.details["first_fault"]
+
+
+def test_every_example_folder_has_an_expectation():
+    assert len(list((DATA / SLUG).glob("*/expected.json"))) >= 4
