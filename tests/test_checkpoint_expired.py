@@ -71,7 +71,7 @@ def test_growing_state_is_a_slow_upload_and_gets_incremental_checkpoints_with_ro
                                                      "execution.checkpointing.interval": "10 min"})
     assert f.root_cause.slug == "slow-state-upload"
     assert f.details["size_growth"] >= 2
-    incremental = next(p for p in f.patches if p.key == "execution.checkpointing.incremental")
+    incremental = next(p for p in f.patches if p.key == "state.backend.incremental")  # 1.17 spelling
     assert incremental.proposed == "true"
 
 

@@ -53,7 +53,7 @@ def test_fresh_run_of_a_fixed_job_id_is_a_reused_id():
     assert "application mode without HA" in f.details["job_id_kind"]
     restore = next(p for p in f.patches if p.key == "restore instead of starting over")
     assert f"-s file:/ckpt/{ZERO}/chk-1" in restore.snippet
-    ckpt_dir = next(p for p in f.patches if p.key == "execution.checkpointing.dir")
+    ckpt_dir = next(p for p in f.patches if p.key in ("execution.checkpointing.dir", "state.checkpoints.dir"))
     assert (ckpt_dir.current, ckpt_dir.proposed) == ("file:///ckpt", "file:///ckpt/payments")
 
 
@@ -67,9 +67,10 @@ def test_restore_then_collision_on_the_next_id_is_restored_behind_newer_checkpoi
     assert f.root_cause.slug == "restored-behind-newer-checkpoints"
     assert "derives from the HA cluster id" in f.details["job_id_kind"]
     patches = {p.key: p for p in f.patches}
-    assert (patches["execution.checkpointing.num-retained"].current,
-            patches["execution.checkpointing.num-retained"].proposed) == ("10", "1")
-    assert patches["execution.checkpointing.dir"].proposed == "file:///opt/flink/pm/checkpoint/pm-stage-event-executor"
+    # 1.16 reads only the state.checkpoints.* spellings: the patches use them
+    assert (patches["state.checkpoints.num-retained"].current,
+            patches["state.checkpoints.num-retained"].proposed) == ("10", "1")
+    assert patches["state.checkpoints.dir"].proposed == "file:///opt/flink/pm/checkpoint/pm-stage-event-executor"
     assert "separate NFS mounts" in patches["one writer per checkpoint directory"].reason
     old = render_config_diff(f.patches, None, (1, 16))
     assert "+state.checkpoints.num-retained: 1" in old and "+state.checkpoints.dir: file:///opt" in old

@@ -68,21 +68,49 @@ def test_expired_checkpoints_get_a_longer_timeout_from_the_current_one():
     patches = {p.key: p for p in finding.patches if p.target == "flink"}
     assert patches["execution.checkpointing.timeout"].current == "5 min"
     assert patches["execution.checkpointing.timeout"].proposed == "10 min"
-    assert patches["execution.checkpointing.min-pause"].proposed == "15 s"
+    # spaced out the way a production deployment hitting this threshold did: 4 min apart, 1 min pause
+    assert patches["execution.checkpointing.interval"].proposed == "4 min"
+    assert patches["execution.checkpointing.min-pause"].proposed == "1 min"
+    assert patches["execution.checkpointing.tolerable-failed-checkpoints"].proposed == "3"
 
 
-def test_tolerance_already_above_the_default_is_raised_further():
+def test_tolerance_already_at_the_default_is_not_ratcheted_up():
     inc = incident_from_text(_log(DECLINED), {"execution.checkpointing.tolerable-failed-checkpoints": "5"})
     [finding] = get_detector(SLUG).detect(inc)
-    tol = next(p for p in finding.patches if p.key.endswith("tolerable-failed-checkpoints"))
-    assert (tol.current, tol.proposed) == ("5", "7")
+    assert not [p for p in finding.patches if "olerable" in p.key]
+
+
+@pytest.mark.parametrize("failure,reason", [(PERMISSION, "Asynchronous task checkpoint failed."),
+                                            (FINALIZE, "Failure to finalize checkpoint.")])
+def test_no_tolerance_for_a_store_that_refuses_writes_or_a_finalize_collision(failure, reason):
+    [finding] = get_detector(SLUG).detect(incident_from_text(_log(failure, reason)))
+    assert not [p for p in finding.patches if "olerable" in p.key]
+    assert [p for p in finding.patches if p.target == "ops"]
+
+
+def test_transient_storage_errors_get_tolerance_as_a_mitigation():
+    [finding] = get_detector(SLUG).detect(incident_from_text(_log(HDFS_IO, None)))
+    tol = next(p for p in finding.patches if p.key == "execution.checkpointing.tolerable-failed-checkpoints")
+    assert tol.proposed == "3" and "A mitigation, not a fix" in tol.reason
+
+
+def test_permission_fix_gives_the_flink_user_access_not_the_owner():
+    inc = incident_from_text(_log(PERMISSION), {"state.checkpoints.dir": "file:///mnt/ckpt"}, version="1.16.2")
+    [finding] = get_detector(SLUG).detect(inc)
+    ops = next(p for p in finding.patches if p.key == "checkpoint storage permissions")
+    assert "chmod" not in ops.snippet
+    assert "chown -R <flink-user>:<flink-group> /mnt/ckpt" in ops.snippet and "setfacl" in ops.snippet
+    hdfs = incident_from_text(_log(PERMISSION), {"state.checkpoints.dir": "hdfs://nn/flink/ckpt"}, version="1.16.2")
+    assert "hdfs dfs -chown -R <flink-user> hdfs://nn/flink/ckpt" in get_detector(SLUG).detect(hdfs)[0].patches[0].snippet
 
 
 def test_threshold_without_its_failures_is_reported_with_lower_confidence():
     inc = incident_from_text("org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.\n"
                              "    at org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter")
     [finding] = get_detector(SLUG).detect(inc)
-    assert finding.root_cause.slug == "unknown-reason" and finding.confidence < 0.8
+    assert finding.root_cause.slug == "undetermined" and finding.confidence < 0.5
+    assert "Collect next: the JobManager log around the first occurrence" in finding.summary
+    assert finding.patches == []  # nothing to tolerate or tune without knowing why checkpoints failed
 
 
 def test_failed_checkpoints_without_the_threshold_are_not_this_runbook():

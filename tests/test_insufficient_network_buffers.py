@@ -82,7 +82,7 @@ def test_legacy_19_keys_are_rendered_for_the_old_version_and_the_new_ones_for_ne
     [finding] = get_detector(SLUG).detect(old)
     assert finding.root_cause.slug == "network-at-min"
     proposed = {p.key: p.proposed for p in finding.patches}
-    assert proposed == {P + "network.min": "89m", "taskmanager.heap.size": "537m"}
+    assert proposed == {"taskmanager.network.memory.min": "89m", "taskmanager.heap.size": "537m"}  # 1.9 names
     old_diff = render_config_diff(finding.patches, old.config, (1, 9))
     assert "+taskmanager.network.memory.min: 89m" in old_diff and "taskmanager.heap.size: 537m" in old_diff
     assert "+taskmanager.memory.network.min: 89m" in render_config_diff(finding.patches, old.config, (1, 16))

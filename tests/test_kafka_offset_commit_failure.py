@@ -92,7 +92,8 @@ def test_a_short_coordinator_blip_is_no_finding():
 
 def test_threshold_is_more_than_the_named_number_of_consecutive_checkpoints():
     at_threshold = dump(1) + outage(20, MAX_CONSECUTIVE_FAILED_CHECKPOINTS)  # 2.5 min: still a blip
-    assert detect(at_threshold) == []
+    resumed = completed(600 + 30 * MAX_CONSECUTIVE_FAILED_CHECKPOINTS + 5, 20 + MAX_CONSECUTIVE_FAILED_CHECKPOINTS)
+    assert detect(at_threshold + resumed) == []
     [finding] = detect(dump(1) + outage(20, MAX_CONSECUTIVE_FAILED_CHECKPOINTS + 1))
     assert finding.details["longest_consecutive_run"] == MAX_CONSECUTIVE_FAILED_CHECKPOINTS + 1
 
@@ -104,8 +105,7 @@ def test_failures_that_keep_coming_back_for_minutes_are_a_finding_even_when_not_
     assert finding.details["failure_span"] == "7 min"
 
 
-def test_the_seed_excerpt_itself_is_a_blip():
-    seed = """\
+PASTED_EXCERPT = """\
 2023-04-10 13:51:20,060 INFO  org.apache.kafka.clients.FetchSessionHandler                 [] - [Consumer
 clientId=event-executor-client-1, groupId=event-executor-grp] Error sending fetch request (sessionId=INVALID,
 epoch=INITIAL) to node 16:
@@ -121,9 +121,28 @@ org.apache.kafka.clients.consumer.RetriableCommitFailedException: Offset commit 
 exception. You should retry committing the latest consumed offsets.
 Caused by: org.apache.kafka.common.errors.CoordinatorNotAvailableException: The coordinator is not available.
 """
-    inc = incident_from_text(seed)
+
+
+def test_a_pasted_excerpt_without_a_timeline_is_a_lower_confidence_finding_with_persistence_unknown():
+    # Two failed commits of one checkpoint and nothing after them: a blip and an outage look the same.
+    inc = incident_from_text(PASTED_EXCERPT, version="1.16.0")
     assert [f.checkpoint_id for f in commit_failures(inc)] == [4, 4]  # the wrapped wording is still read
-    assert get_detector(SLUG).detect(inc) == []
+    [finding] = get_detector(SLUG).detect(inc)
+    assert finding.root_cause.slug == "coordinator-unavailable"  # the commits' own exception says so
+    assert finding.confidence <= 0.5
+    assert finding.details["persistence"].startswith("unknown")
+    assert "whether they went on or were a short blip is unknown" in finding.summary
+    assert any(p.key == "check the brokers, do not restart the job" for p in finding.patches)
+
+
+def test_the_same_failures_followed_by_completed_checkpoints_are_a_blip():
+    text = PASTED_EXCERPT + "2023-04-10 13:52:10,001 INFO  " + completed(0, 5).split(" INFO  ", 1)[1]
+    assert get_detector(SLUG).detect(incident_from_text(text)) == []
+
+
+def test_failures_at_the_end_of_a_long_log_are_not_judged_a_blip():
+    [finding] = detect(dump(1) + outage(20, MAX_CONSECUTIVE_FAILED_CHECKPOINTS))
+    assert finding.details["persistence"].startswith("unknown") and finding.confidence <= 0.5
 
 
 def test_a_pasted_loop_without_timestamps_counts_consecutive_checkpoints():
@@ -181,11 +200,18 @@ def test_idle_connections_reaped_between_commits_minutes_apart():
     assert idle.current_source.startswith("ConsumerConfig values, jobmanager.log:")
 
 
-def test_the_same_disconnects_on_commits_seconds_apart_are_not_idle_reaping():
+def test_the_same_disconnects_on_commits_seconds_apart_are_not_idle_reaping_and_name_no_cause():
     [finding] = detect(idle_reaping(interval=20, count=8))
-    # busy connections that drop point at the brokers, with less certainty than coordinator errors would give
-    assert finding.root_cause.slug == "coordinator-unavailable" and finding.confidence == 0.6
-    assert not any(p.key == "connections.max.idle.ms" for p in finding.patches)
+    # busy connections that drop: nothing points at the coordinator or at idle reaping, so no cause is named
+    assert finding.root_cause.slug == "undetermined" and finding.confidence < 0.5
+    assert "Collect next: the broker logs" in finding.summary
+    assert "kafka-consumer-groups.sh --describe" in finding.summary
+    assert not [p for p in finding.patches if p.target == "kafka"]  # no patch for a cause nobody named
+
+
+def test_reconnect_backoff_is_not_proposed_against_idle_reaping():
+    [finding] = detect(idle_reaping())
+    assert not [p for p in finding.patches if p.key.startswith("reconnect.backoff")]
 
 
 def parallelism_loop(readers: int = 6, partitions: int = 3) -> str:
@@ -202,13 +228,26 @@ def parallelism_loop(readers: int = 6, partitions: int = 3) -> str:
     return text
 
 
-def test_more_readers_than_partitions_is_the_seed_cause():
+def test_more_readers_than_partitions_is_reported_but_never_the_cause():
+    # Idle readers commit nothing, so the commits' own exceptions (coordinator errors first) decide.
     [finding] = detect(parallelism_loop())
-    assert finding.root_cause.slug == "source-parallelism-exceeds-partitions"
+    assert finding.root_cause.slug == "coordinator-unavailable"
     assert (finding.details["readers"], finding.details["partitions"]) == (6, 3)
     code = next(p for p in finding.patches if p.target == "code")
     assert ".setParallelism(3);" in code.snippet and "was 6 readers" in code.snippet
-    assert "3 reader(s) can never get a partition" in finding.summary
+    assert code.reason.startswith("Not a fix for the commit failures")
+    assert "3 reader(s) sit idle" in finding.summary and "does not make commits fail" in finding.summary
+
+
+def test_rolling_broker_restart_with_surplus_readers_keeps_the_check_the_brokers_action():
+    sc = "org.apache.flink.runtime.source.coordinator.SourceCoordinator"
+    readers = "".join(line(0.5, "INFO", sc, f"Source Source: events registering reader for parallel task {k} (#0) "
+                                            f"@ 10.9.2.0") for k in range(6))
+    enum = "org.apache.flink.connector.kafka.source.enumerator.KafkaSourceEnumerator"
+    text = line(0, "INFO", enum, "Discovered new partitions: [events-0, events-1, events-2]") + readers
+    [finding] = detect(text + coordinator_outage())
+    assert finding.root_cause.slug == "coordinator-unavailable" and finding.confidence >= 0.85
+    assert any(p.key == "check the brokers, do not restart the job" for p in finding.patches)
 
 
 def test_the_same_loop_with_one_reader_per_partition_is_a_coordinator_problem():
@@ -242,7 +281,7 @@ def test_legacy_flink_kafka_consumer_wording():
 # ------------------------------------------------------------------------------------------------ patches
 
 
-def test_seed_backoff_patches_carry_the_current_values_of_the_dump():
+def test_backoff_patches_carry_the_current_values_of_the_dump():
     [finding] = detect(coordinator_outage())
     kafka = {p.key: p for p in finding.patches if p.target == "kafka"}
     assert (kafka["reconnect.backoff.ms"].current, kafka["reconnect.backoff.ms"].proposed) == ("50", "1000")
@@ -297,12 +336,13 @@ def test_legacy_assignment_lines_reveal_idle_subtasks():
 @pytest.mark.parametrize("name,cause", [
     ("coordinator-unavailable-rolling-restart", "coordinator-unavailable"),
     ("idle-connections-reaped-docker", "idle-connection-reaped"),
+    ("coordinator-loop-with-surplus-readers-1.16", "coordinator-unavailable"),
 ])
 def test_example_incidents_through_spark(spark, name, cause):
     inc = ingest([str(example(SLUG, name))], spark)
     primary = run_detectors(inc).primary
     assert primary.runbook == SLUG and primary.root_cause.slug == cause
-    assert primary.details["consumer_config"].startswith("ConsumerConfig values, taskmanager")
+    assert primary.details["consumer_config"].startswith("ConsumerConfig values, ")
 
 
 @pytest.mark.parametrize("name", ["healthy", "near-miss-broker-restart-blip"])

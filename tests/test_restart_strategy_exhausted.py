@@ -4,6 +4,7 @@ from __future__ import annotations
 from conftest import example, incident_from_text
 from test_cluster import line
 from flink_runbooks.detectors import get_detector
+from flink_runbooks.parse.keys import canonical
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest
 from flink_runbooks.render.patches import render_config_diff
@@ -69,7 +70,8 @@ def test_transient_faults_get_an_exponential_budget_sized_from_their_spacing():
 
 def test_old_releases_get_a_bigger_fixed_delay_budget_under_the_old_key():
     [f] = get_detector(SLUG).detect(incident_from_text(_log(TRANSIENT), CONF, "1.12.7"))
-    flink = {p.key: p.proposed for p in f.patches if p.target == "flink"}
+    assert "restart-strategy" in {p.key for p in f.patches}  # the key 1.12 reads, in the JSON too
+    flink = {canonical(p.key): p.proposed for p in f.patches if p.target == "flink"}
     assert flink["restart-strategy.type"] == "fixed-delay" and flink["restart-strategy.fixed-delay.attempts"] == "12"
     diff = render_config_diff(f.patches, None, "1.12.7")
     assert "restart-strategy: fixed-delay" in diff and "restart-strategy.type" not in diff
@@ -90,7 +92,7 @@ def test_no_restart_strategy_without_checkpointing_proposes_both():
     [f] = get_detector(SLUG).detect(incident_from_text(text, {}, "1.10.3"))
     assert f.root_cause.slug == "no-restart-strategy"
     keys = {p.key for p in f.patches}
-    assert {"restart-strategy.type", "execution.checkpointing.interval"} <= keys
+    assert {"restart-strategy", "execution.checkpointing.interval"} <= keys  # 1.10 spelling
     assert "restart-strategy: fixed-delay" in render_config_diff(f.patches, None, "1.10.3")
 
 

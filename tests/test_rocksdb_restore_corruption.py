@@ -5,6 +5,7 @@ import pytest
 
 from conftest import example, incident_from_text
 from flink_runbooks.detectors import get_detector
+from flink_runbooks.parse.keys import canonical
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest
 from flink_runbooks.render.patches import render_config_diff
@@ -153,7 +154,7 @@ def test_the_restore_from_local_state_frame_alone_does_not_mean_local_state():
 
 def test_local_recovery_is_not_proposed_blindly_for_unaligned_checkpoints():
     [finding] = detect(remote_restore(), {"execution.checkpointing.unaligned": "true"}, version="1.18.1")
-    local = next(p for p in finding.patches if p.key == "execution.state-recovery.from-local")
+    local = next(p for p in finding.patches if canonical(p.key) == "execution.state-recovery.from-local")
     assert "enables unaligned checkpoints" in local.reason
 
 
@@ -167,7 +168,7 @@ def test_a_corrupt_task_local_copy_that_flink_survived_is_a_warning():
     wipe = next(p for p in finding.patches if p.key == "wipe the task-local state")
     assert f"rm -rf /flink-local/localState*/aid_*/jid_{JOB}" in wipe.snippet
     assert not any(p.key == "restart from an older snapshot" for p in finding.patches)
-    local = next(p for p in finding.patches if p.key == "execution.state-recovery.from-local")
+    local = next(p for p in finding.patches if canonical(p.key) == "execution.state-recovery.from-local")
     assert (local.current, local.proposed) == ("true", "false")
 
 
@@ -233,20 +234,20 @@ def test_restart_from_the_previous_retained_checkpoint():
     [finding] = detect(remote_restore(), {"state.checkpoints.num-retained": "3"})
     restart = next(p for p in finding.patches if p.key == "restart from an older snapshot")
     assert restart.snippet == f"flink run -s file:/data/ckpt/{JOB}/chk-2 <your job arguments>"
-    assert not any(p.key == "execution.checkpointing.num-retained" for p in finding.patches)
+    assert not any(canonical(p.key) == "execution.checkpointing.num-retained" for p in finding.patches)
 
 
 def test_with_one_retained_checkpoint_the_way_back_is_a_savepoint():
     [finding] = detect(remote_restore())
     restart = next(p for p in finding.patches if p.key == "restart from an older snapshot")
     assert "only one retained" in restart.reason and "<latest savepoint path>" in restart.snippet
-    retained = next(p for p in finding.patches if p.key == "execution.checkpointing.num-retained")
+    retained = next(p for p in finding.patches if canonical(p.key) == "execution.checkpointing.num-retained")
     assert (retained.current, retained.proposed) == (None, "3")
 
 
 def test_local_recovery_key_is_rendered_for_the_version():
     [finding] = detect(remote_restore(), {"state.checkpoints.num-retained": "1"})
-    local = next(p for p in finding.patches if p.key == "execution.state-recovery.from-local")
+    local = next(p for p in finding.patches if canonical(p.key) == "execution.state-recovery.from-local")
     assert local.proposed == "true" and "aligned checkpoints" in local.reason
     old = render_config_diff(finding.patches, None, "1.17.2")
     new = render_config_diff(finding.patches, None, "2.0.0")

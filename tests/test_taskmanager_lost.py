@@ -151,7 +151,8 @@ def test_restart_budget_patch_comes_from_the_current_fixed_delay_and_renders_per
     conf = {"restart-strategy": "fixed-delay", "restart-strategy.fixed-delay.attempts": "3", "restart-strategy.fixed-delay.delay": "10 s"}
     [f] = _detect({"jobmanager.log": _jm(UNREACHABLE), "taskmanager-7.log": tm}, conf, "1.16.3")
     flink = {p.key: p for p in f.patches if p.target == "flink"}
-    assert flink["restart-strategy.type"].current == "fixed-delay" and flink["restart-strategy.type"].proposed == "exponential-delay"
+    # 1.16 reads "restart-strategy" (".type" arrived in 1.17): the patch itself is spelled that way
+    assert flink["restart-strategy"].current == "fixed-delay" and flink["restart-strategy"].proposed == "exponential-delay"
     assert flink["restart-strategy.exponential-delay.initial-backoff"].proposed == "10 s"
     assert "restart-strategy: exponential-delay" in render_config_diff(f.patches, None, "1.16.3")
     assert "restart-strategy.type: exponential-delay" in render_config_diff(f.patches, None, "1.20.3")

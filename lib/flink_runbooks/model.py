@@ -218,9 +218,20 @@ class Patch:
 
 @dataclass(frozen=True)
 class RootCause:
+    """One verdict a detector can reach, declared up front: the decision table is generated from these.
+
+    ``patches`` lists every change a finding with this cause may propose, as ``target:key`` (``flink:`` keys in their
+    newest spelling; each finding's keys are spelled for the incident's version). A finding proposing anything
+    undeclared is refused, so the declaration and the judgement cannot drift apart.
+    """
+
     slug: str
     summary: str
-    evidence_hint: str = ""  # which evidence discriminates this cause from the others
+    evidence_hint: str = ""  # the positive evidence required to name this cause
+    patches: tuple[str, ...] = ()  # "flink:<key>", "kafka:<property>", "code:<what>", "ops:<what>"
+    would_change: str = ""  # what, if seen, would change the verdict
+    versions: str = ""  # the Flink releases the rule applies to; "" = the runbook's versions
+    next_evidence: str = ""  # for an undetermined cause: what to collect next (log, setting, command)
 
 
 @dataclass
@@ -236,6 +247,7 @@ class Finding:
     severity: str = "failure"  # failure: explains a job/task failure; warning: degraded but the job kept running
     first_seen: str | None = None  # timestamp of the earliest evidence (used to order findings)
     details: dict[str, Any] = field(default_factory=dict)  # detector-specific numbers (counts, tables)
+    would_change: str = ""  # what the SRE can check that would change the verdict
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -247,6 +259,7 @@ class Finding:
             "primary": self.primary,
             "severity": self.severity,
             "first_seen": self.first_seen,
+            "would_change_verdict": self.would_change,
             "evidence": [asdict(e) for e in self.evidence],
             "patches": [asdict(p) for p in self.patches],
             "details": self.details,

@@ -1,9 +1,11 @@
 """The detector contract shared by every runbook."""
 from __future__ import annotations
 
+import fnmatch
 from typing import ClassVar, Iterable
 
 from flink_runbooks.model import Event, Evidence, Finding, Incident, Patch, RootCause, earliest_ts
+from flink_runbooks.parse import keys
 
 
 class Detector:
@@ -39,6 +41,26 @@ class Detector:
                 return rc
         raise KeyError(f"{self.slug}: undeclared root cause {slug!r}")
 
+    def would_change(self, slug: str) -> str:
+        """What would change the verdict ``slug``: its own declaration, else the evidence of the other causes."""
+        rc = self.cause(slug)
+        if rc.would_change:
+            return rc.would_change
+        others = [o for o in self.root_causes if o.slug != slug and o.evidence_hint and o.slug != "undetermined"]
+        if not others:
+            return ""
+        return "Another cause would be named if the logs showed: " + "; or ".join(
+            f"{o.evidence_hint.rstrip('.')} ({o.slug})" for o in others[:3]) + "."
+
+    def check_declared(self, slug: str, patches: Iterable[Patch]) -> None:
+        """Refuse a patch the cause does not declare: the decision table is generated from the declarations."""
+        declared = [_declared_key(d) for d in self.cause(slug).patches]
+        for p in patches:
+            key = (p.target, keys.canonical(p.key) if p.target == "flink" else p.key)
+            # "flink:taskmanager.memory.*" covers the memory model's derived changes, whose keys depend on the config
+            if not any(t == key[0] and fnmatch.fnmatchcase(key[1], k) for t, k in declared):
+                raise ValueError(f"{self.slug}/{slug}: patch {p.target}:{p.key} is not declared in its root cause")
+
     def finding(
         self,
         cause: str,
@@ -51,30 +73,42 @@ class Detector:
         notes: dict[int, str] | None = None,
         details: dict | None = None,
         max_evidence: int = 8,
+        would_change: str = "",
     ) -> Finding:
         evs = list(events)
         notes = notes or {}
         evidence = [Evidence.of(ev, notes.get(i, "")) for i, ev in enumerate(evs[:max_evidence])]
+        rc = self.cause(cause)
+        patches = list(patches)
+        self.check_declared(cause, patches)
+        if rc.next_evidence and rc.next_evidence not in summary:
+            summary = f"{summary.rstrip()} Collect next: {rc.next_evidence}"
         return Finding(
             runbook=self.slug,
             title=self.title,
-            root_cause=self.cause(cause),
+            root_cause=rc,
             summary=summary,
             confidence=confidence,
             evidence=evidence,
-            patches=list(patches),
+            patches=patches,
             severity=severity,
             first_seen=earliest_ts(evs),
             details=dict(details or {}),
+            would_change=would_change or self.would_change(cause),
         )
 
     @staticmethod
     def flink_patch(incident: Incident, key: str, proposed: str | None, reason: str) -> Patch:
-        """A Flink config change with the incident's current value and where that value came from."""
+        """A Flink config change with the incident's current value and where that value came from.
+
+        The key is spelled for the incident's Flink version (an unknown version keeps the spelling the configuration
+        already uses, else the one most releases understand), so JSON, tables and snippets never name a key the
+        version ignores.
+        """
         current = incident.config.lookup(key)
         return Patch(
             target="flink",
-            key=key,
+            key=version_key(incident, key),
             proposed=proposed,
             reason=reason,
             current=current.value if current else None,
@@ -94,3 +128,18 @@ class Detector:
     @staticmethod
     def ops_patch(key: str, reason: str, snippet: str | None = None) -> Patch:
         return Patch(target="ops", key=key, proposed=None, reason=reason, snippet=snippet)
+
+
+def version_key(incident: Incident, key: str) -> str:
+    """``key`` as the incident's Flink version spells it."""
+    version = incident.version_tuple
+    if version is None:
+        current = incident.config.lookup(key)
+        if current is not None:
+            return current.key
+    return keys.name_for(key, version)
+
+
+def _declared_key(declared: str) -> tuple[str, str]:
+    target, _, key = declared.partition(":")
+    return (target, keys.canonical(key) if target == "flink" else key)

@@ -52,25 +52,36 @@ class CheckpointAsyncMaterializeFailure(Detector):
                   "The JobManager had already discarded the checkpoint (another task declined it, or it expired) "
                   "and deleted chk-N while this task was still writing into it.",
                   "A decline/expiry/discard of the same checkpoint id precedes the failure, and the storage says the "
-                  "file is gone ('Path doesn't exist', FileNotFoundException, 'No lease on')."),
+                  "file is gone ('Path doesn't exist', FileNotFoundException, 'No lease on').",
+                  patches=("code:CheckpointConfig#setFailOnCheckpointingErrors",
+                           "ops:the first failure of the checkpoint", "ops:upgrade to Flink 1.9 or later")),
         RootCause("storage-unwritable",
                   "The checkpoint storage refused the write: permissions, a quota or a full disk.",
                   "AccessControlException / 'Permission denied' / 'Mkdirs failed', DSQuotaExceededException, "
-                  "'No space left on device' under the materialize failure."),
+                  "'No space left on device' under the materialize failure.",
+                  patches=("ops:checkpoint storage quota", "ops:storage write permissions")),
         RootCause("storage-io-error",
                   "Writing to the checkpoint storage failed with an I/O error: timeouts, lost connections, an "
                   "unavailable storage service.",
                   "SocketTimeoutException / 'Connection reset' / other storage-client errors under 'Could not flush "
-                  "and close the file system output stream'."),
+                  "and close the file system output stream'.",
+                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
+                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber",
+                           "ops:checkpoint storage reachability")),
         RootCause("hdfs-datanodes-bad",
                   "The HDFS write pipeline ran out of datanodes (see the hdfs-datanode-failure runbook).",
                   "'All datanodes ... are bad' / 'could only be written to 0 of the N minReplication nodes' under "
-                  "the materialize failure."),
+                  "the materialize failure.",
+                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
+                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber", "ops:HDFS datanodes")),
         RootCause("state-serialization-failure",
                   "Serializing the state snapshot failed: state objects were changed while the asynchronous "
                   "snapshot read them, or their serializer cannot handle them.",
                   "A non-I/O deepest cause under the materialize failure: ConcurrentModificationException, "
-                  "KryoException, NullPointerException or ClassCastException from a serializer."),
+                  "KryoException, NullPointerException or ClassCastException from a serializer.",
+                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
+                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber",
+                           "ops:state objects and serializers")),
         RootCause("unknown-cause",
                   "The logs show the materialize failure but not what failed underneath.",
                   "The trace stops at 'Could not materialize checkpoint' (an excerpt, or the TaskManager log is "

@@ -51,17 +51,23 @@ class CheckpointDeclinedTaskNotReady(Detector):
                   "Checkpoints were triggered while tasks were still deploying or restoring state after a (re)start.",
                   "Aborts right after the job switched to RUNNING, naming DEPLOYING/INITIALIZING tasks or tasks 'not "
                   "being executed'; they stop once every task is RUNNING. Up to 1.8 the decline discards the "
-                  "checkpoint under other tasks' snapshots and can fail them: a restart loop."),
+                  "checkpoint under other tasks' snapshots and can fail them: a restart loop.",
+                  patches=("flink:execution.state-recovery.from-local",
+                           "code:ExecutionConfig#setFailTaskOnCheckpointError",
+                           "code:StreamExecutionEnvironment#enableCheckpointing", "ops:nothing to change if it stops")),
         RootCause("tasks-finished",
                   "Some tasks had FINISHED (bounded or idle sources) and this version or configuration does not "
                   "checkpoint with finished tasks (FLIP-147).",
                   "'not in state RUNNING but FINISHED', 'Some tasks of the job have already finished and "
-                  "checkpointing with finished tasks is not enabled', tasks switching to FINISHED while the job runs."),
+                  "checkpointing with finished tasks is not enabled', tasks switching to FINISHED while the job runs.",
+                  patches=("flink:execution.checkpointing.checkpoints-after-tasks-finish",
+                           "ops:upgrade for checkpoints after tasks finish")),
         RootCause("restart-loop",
                   "The job keeps restarting for another reason, so its tasks are never all running long enough to "
                   "checkpoint.",
                   "Several restart episodes whose first fault is something else; aborts between them and no "
-                  "completed checkpoint."),
+                  "completed checkpoint.",
+                  patches=("ops:fix the first fault",)),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -50,19 +50,31 @@ class CheckpointExpired(Detector):
                   "Aligned checkpoint barriers queued behind backpressured buffers, so checkpoints could not finish "
                   "in time.",
                   "Aligned checkpoints (unaligned not enabled); no or few checkpoints complete and their durations "
-                  "grow while the state size does not; late acknowledgements from downstream tasks."),
+                  "grow while the state size does not; late acknowledgements from downstream tasks.",
+                  patches=("flink:execution.checkpointing.aligned-checkpoint-timeout",
+                           "flink:execution.checkpointing.min-pause", "flink:execution.checkpointing.timeout",
+                           "flink:execution.checkpointing.tolerable-failed-checkpoints",
+                           "flink:execution.checkpointing.unaligned.enabled",
+                           "flink:taskmanager.network.memory.buffer-debloat.enabled",
+                           "ops:find the backpressured operator", "ops:upgrade for unaligned checkpoints")),
         RootCause("slow-state-upload",
                   "The state grew too large (or the storage too slow) to be written within the timeout.",
                   "Completed checkpoint sizes grow (or exceed 1 GiB) and durations grow with them; long asynchronous "
-                  "durations; expirations even with unaligned checkpoints."),
+                  "durations; expirations even with unaligned checkpoints.",
+                  patches=("flink:execution.checkpointing.incremental", "flink:execution.checkpointing.min-pause",
+                           "flink:execution.checkpointing.timeout",
+                           "flink:execution.checkpointing.tolerable-failed-checkpoints",
+                           "ops:checkpoint storage throughput")),
         RootCause("timeout-too-short",
                   "The timeout is shorter than what healthy checkpoints of this job need.",
                   "Completed checkpoints take half the timeout or more with stable size and duration; expirations "
-                  "alternate with completions."),
+                  "alternate with completions.",
+                  patches=("flink:execution.checkpointing.min-pause", "flink:execution.checkpointing.timeout")),
         RootCause("tm-stall",
                   "A TaskManager stalled (GC pause, overload, lost) and never acknowledged the checkpoint.",
                   "A TaskManager heartbeat timeout or unreachable TaskManager while the expired checkpoint was "
-                  "pending, or late acknowledgements of the expired checkpoint all from one of several TaskManagers."),
+                  "pending, or late acknowledgements of the expired checkpoint all from one of several TaskManagers.",
+                  patches=("flink:execution.checkpointing.timeout", "ops:stalled TaskManager")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -66,20 +66,26 @@ class CheckpointMetadataAlreadyExists(Detector):
                   "directory, where that run's checkpoints were still retained.",
                   "The colliding run started without restoring ('No checkpoint found during restore', counter from "
                   "1); the same job id ran before (fixed id of application mode, HA cluster id, resubmitted with the "
-                  "same id) and its chk-N was retained."),
+                  "same id) and its chk-N was retained.",
+                  patches=("flink:execution.checkpointing.dir", "ops:checkpoint directory per deployment",
+                           "ops:job id handling", "ops:restore instead of starting over")),
         RootCause("restored-behind-newer-checkpoints",
                   "The job restored from an older checkpoint while newer chk-N directories of the same job id were "
                   "still there, so the resumed counter ran into them.",
                   "'Restoring job … from Checkpoint N' / 'Reset the checkpoint ID' shortly before the collision on "
-                  "N+1…; several checkpoints retained (num-retained > 1) or another deployment on the same directory."),
+                  "N+1…; several checkpoints retained (num-retained > 1) or another deployment on the same directory.",
+                  patches=("flink:execution.checkpointing.dir", "flink:execution.checkpointing.num-retained",
+                           "ops:one writer per checkpoint directory")),
         RootCause("concurrent-writers",
                   "Two deployments write checkpoints of the same job id into the same directory at the same time "
                   "(e.g. a shared NFS mount).",
                   "Collisions in the middle of a run after its own checkpoints completed, repeating, or two "
-                  "JobManagers running the same job id at the same time."),
+                  "JobManagers running the same job id at the same time.",
+                  patches=("ops:checkpoint directory per deployment", "ops:one writer per checkpoint directory")),
         RootCause("shared-dir-without-job-subdir",
                   "Job-id sub-directories are disabled, so every job of the directory writes the same chk-N.",
-                  "create-subdir is false and the colliding path has no job-id segment."),
+                  "create-subdir is false and the colliding path has no job-id segment.",
+                  patches=("flink:execution.checkpointing.create-subdir",)),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

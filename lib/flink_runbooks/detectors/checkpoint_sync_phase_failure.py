@@ -63,26 +63,33 @@ class CheckpointSyncPhaseFailure(Detector):
                   "Writing the snapshot to HDFS failed because the write pipeline ran out of datanodes (see the "
                   "hdfs-datanode-failure runbook).",
                   "'All datanodes ... are bad. Aborting...' / 'could only be written to 0 of the N minReplication "
-                  "nodes' under 'Could not complete snapshot'."),
+                  "nodes' under 'Could not complete snapshot'.",
+                  patches=("code:CheckpointConfig#setFailOnCheckpointingErrors", "ops:HDFS datanodes")),
         RootCause("storage-write-failure",
                   "Writing state or sink files to the storage failed during the synchronous part.",
                   "'Could not flush and close the file system output stream', storage-client exceptions (HDFS, S3) "
-                  "or permission/quota errors under 'Could not complete snapshot'."),
+                  "or permission/quota errors under 'Could not complete snapshot'.",
+                  patches=("code:CheckpointConfig#setFailOnCheckpointingErrors", "ops:checkpoint storage health",
+                           "ops:storage write permissions")),
         RootCause("rocksdb-native-checkpoint-failure",
                   "RocksDB could not create its native checkpoint of the local database (hard links, local disk).",
                   "org.rocksdb.RocksDBException under 'Could not complete snapshot' (hard-link errors: see "
-                  "rocksdb-hardlink-not-supported)."),
+                  "rocksdb-hardlink-not-supported).",
+                  patches=("ops:RocksDB working directory",)),
         RootCause("connector-flush-failure",
                   "A sink flushed its pending records at the checkpoint and the external system rejected them.",
                   "Kafka 'Failed to send data to Kafka', Elasticsearch or JDBC batch errors under the snapshot "
-                  "failure."),
+                  "failure.",
+                  patches=("ops:sink target system",)),
         RootCause("user-code-failure",
                   "The job's own snapshotState / prepareSnapshotPreBarrier threw.",
                   "A frame of a job class in snapshotState/prepareSnapshotPreBarrier, or a programming error "
-                  "(NullPointerException, IllegalStateException...) as the deepest cause."),
+                  "(NullPointerException, IllegalStateException...) as the deepest cause.",
+                  patches=("ops:job code",)),
         RootCause("unknown-cause",
                   "The logs show the failed snapshot but not what failed underneath.",
-                  "The trace stops at 'Could not perform checkpoint' / 'Could not complete snapshot'."),
+                  "The trace stops at 'Could not perform checkpoint' / 'Could not complete snapshot'.",
+                  patches=("ops:full stack trace",)),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -8,8 +8,18 @@ from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.units import format_duration
 from flink_runbooks.detectors.base import Detector
 
-DEFAULT_TOLERABLE = 3  # the seed's value: rides out isolated failures, still fails on a real outage
+# Rides out isolated failures, still fails on a real outage (a production Flink 1.16 deployment settled on 3).
+DEFAULT_TOLERABLE = 3
 TOLERABLE_KEY = "execution.checkpointing.tolerable-failed-checkpoints"
+# Failures that come and go: tolerating a few of them is a mitigation. A store that refuses writes, a finalize
+# collision or an unknown reason is not transient, and tolerance would only hide it until the next failover.
+TRANSIENT = ("checkpoint-expired", "storage-io-error", "async-phase-failure", "declined")
+# Spacing checkpoints out so they stop piling up: the interval and minimum pause a production deployment that hit
+# this threshold on Flink 1.16 settled on.
+SPACED_INTERVAL_MS = 240_000
+SPACED_MIN_PAUSE_MS = 60_000
+_TOLERANCE = "flink:" + TOLERABLE_KEY
+_TOLERANCE_CODE = "code:CheckpointConfig#setTolerableCheckpointFailureNumber"
 
 # (cause, pattern over the failing checkpoint's evidence), most specific first.
 _REASONS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -49,19 +59,47 @@ class CheckpointTolerableFailureThreshold(Detector):
     )
     root_causes = (
         RootCause("storage-unwritable", "The checkpoint storage refused writes (permissions, read-only or full).",
-                  "Failed checkpoints end in IOException 'Mkdirs failed' / 'Permission denied' / quota errors."),
+                  "Failed checkpoints end in IOException 'Mkdirs failed' / 'Permission denied' / quota errors.",
+                  patches=("ops:checkpoint storage permissions",),
+                  would_change="If the same path is writable for the user Flink runs as (check with that user, not "
+                               "root) and has free space, the refusal came from elsewhere: read the full cause chain "
+                               "of the first failed checkpoint."),
         RootCause("storage-io-error", "Writing to the checkpoint storage failed (file system or network errors).",
-                  "Failed checkpoints end in I/O errors of the storage (HDFS datanodes, connection, stream close)."),
+                  "Failed checkpoints end in I/O errors of the storage (HDFS datanodes, connection, stream close).",
+                  patches=("ops:checkpoint storage health", _TOLERANCE, _TOLERANCE_CODE),
+                  would_change="If the storage errors go on for every checkpoint (not a few in a row), the store is "
+                               "broken, not flaky: tolerance does not help, fix the storage."),
         RootCause("checkpoint-expired", "Checkpoints took longer than execution.checkpointing.timeout.",
-                  "'Checkpoint N of job X expired before completing' for the failing checkpoints."),
+                  "'Checkpoint N of job X expired before completing' for the failing checkpoints.",
+                  patches=("flink:execution.checkpointing.timeout", "flink:execution.checkpointing.interval",
+                           "flink:execution.checkpointing.min-pause", _TOLERANCE, _TOLERANCE_CODE),
+                  would_change="If the expired checkpoints were waiting on one task that never acknowledged (a stuck "
+                               "or failed task in the TaskManager log), a longer timeout only waits longer: fix that "
+                               "task."),
         RootCause("finalize-failure", "The JobManager could not finalize the checkpoint (e.g. _metadata already exists).",
-                  "'Failure to finalize checkpoint' on the JobManager."),
+                  "'Failure to finalize checkpoint' on the JobManager, or the threshold's own stack tripping in "
+                  "CheckpointCoordinator.finalizeCheckpoint.",
+                  patches=("ops:checkpoint storage health",),
+                  would_change="If the cause chain says '_metadata already exists', two runs share a checkpoint "
+                               "directory (see checkpoint-metadata-already-exists); if it is a storage I/O error, "
+                               "this is a storage problem."),
         RootCause("async-phase-failure", "The asynchronous part of a task's snapshot failed.",
-                  "'Asynchronous task checkpoint failed' / 'Could not materialize checkpoint' without a storage error."),
+                  "'Asynchronous task checkpoint failed' / 'Could not materialize checkpoint' without a storage error.",
+                  patches=(_TOLERANCE, _TOLERANCE_CODE),
+                  would_change="If the TaskManager log shows a storage error under the asynchronous failure, this "
+                               "is a storage problem, and tolerance only hides it."),
         RootCause("declined", "Tasks declined the checkpoints.",
-                  "'Decline checkpoint N by task' with a cause that is not a storage error."),
-        RootCause("unknown-reason", "The logs show the threshold but not the failures that led to it.",
-                  "Only the FlinkRuntimeException is present (an excerpt, or the JobManager log is missing)."),
+                  "'Decline checkpoint N by task' with a cause that is not a storage error.",
+                  patches=(_TOLERANCE, _TOLERANCE_CODE),
+                  would_change="If every checkpoint is declined for the same reason (not a few after a restart), "
+                               "the decline is the fault to fix; tolerance only postpones the failover."),
+        RootCause("undetermined", "The logs show the threshold but not the failures that led to it.",
+                  "Only the FlinkRuntimeException is present (an excerpt, or the JobManager log is missing).",
+                  would_change="The JobManager log lines 'Failed to trigger or complete checkpoint N' before the "
+                               "threshold name the reason.",
+                  next_evidence="the JobManager log around the first occurrence ('Failed to trigger or complete "
+                                "checkpoint', 'Decline checkpoint', 'expired before completing'), or the job's "
+                                "Checkpoint History tab / `curl <jobmanager>:8081/jobs/<job-id>/checkpoints`."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -73,7 +111,7 @@ class CheckpointTolerableFailureThreshold(Detector):
         streak = failed_streak_before(history, first)
         reason_text = _stated_reason(exceeded)
         cause = _classify(streak, reason_text)
-        if cause == "unknown-reason" and any("finalizeCheckpoint" in f for ev in exceeded for f in ev.frames):
+        if cause == "undetermined" and any("finalizeCheckpoint" in f for ev in exceeded for f in ev.frames):
             cause = "finalize-failure"
         tolerable = incident.config.get_int(TOLERABLE_KEY)
         evidence: list[Event] = [first]
@@ -90,7 +128,7 @@ class CheckpointTolerableFailureThreshold(Detector):
         summary = self._summary(cause, exceeded, streak, tolerable, reason_text)
         return [self.finding(
             cause, summary, evidence,
-            confidence=0.6 if cause == "unknown-reason" or not streak else 0.9,
+            confidence=0.4 if cause == "undetermined" else 0.6 if not streak else 0.9,
             patches=self._patches(incident, cause, streak),
             notes=notes,
             details={
@@ -106,9 +144,8 @@ class CheckpointTolerableFailureThreshold(Detector):
         tol = f"tolerable-failed-checkpoints={tolerable}" if tolerable is not None else "tolerable-failed-checkpoints unset (0)"
         head = (f"The checkpoint failure threshold was exceeded {len(exceeded)} time(s) ({tol}), "
                 f"so the job failed over. ")
-        if cause == "unknown-reason":
-            return head + ("The failing checkpoints are not in the given logs; read the JobManager log around the "
-                           "first occurrence (or the Checkpoint History tab) for the reason.")
+        if cause == "undetermined":
+            return head + "Root cause undetermined: the failing checkpoints are not in the given logs."
         failure = next((a.failure for a in streak if a.failure), reason_text or "")
         ids = ", ".join(str(a.checkpoint_id) for a in streak[:5])
         what = self.cause(cause).summary
@@ -118,43 +155,73 @@ class CheckpointTolerableFailureThreshold(Detector):
         cfg = incident.config
         patches = []
         if cause == "storage-unwritable":
-            ckpt_dir = cfg.get("execution.checkpointing.dir") or cfg.get("state.checkpoints.dir") or "<checkpoint dir>"
+            ckpt_dir = cfg.get("execution.checkpointing.dir") or "<checkpoint dir>"
             patches.append(self.ops_patch(
                 "checkpoint storage permissions",
                 f"Make {ckpt_dir} writable for the user Flink runs as (and check free space/quota): no "
-                f"configuration change makes checkpoints succeed while the storage refuses writes.",
-                snippet=f"# on the storage, as its owner\nchmod -R u+rwX {ckpt_dir.replace('file://', '').replace('file:', '')}"))
+                f"configuration change makes checkpoints succeed while the storage refuses writes, and tolerating "
+                f"failures would only postpone the failover.",
+                snippet=storage_access_snippet(ckpt_dir)))
         if cause in ("storage-io-error", "finalize-failure"):
             patches.append(self.ops_patch(
                 "checkpoint storage health",
-                "Fix the checkpoint storage errors shown in the evidence; tolerating a few failures only bridges "
-                "short storage outages."))
-        tolerable = cfg.get_int(TOLERABLE_KEY) or 0
-        proposed_tolerable = max(DEFAULT_TOLERABLE, tolerable + 2) if tolerable >= DEFAULT_TOLERABLE else DEFAULT_TOLERABLE
-        patches.append(self.flink_patch(
-            incident, TOLERABLE_KEY, str(proposed_tolerable),
-            "Let isolated checkpoint failures pass instead of failing the job over on the first one "
-            "(consecutive failures still fail it). Job code that calls "
-            "setTolerableCheckpointFailureNumber overrides this key."))
+                "Fix the checkpoint storage errors shown in the evidence"
+                + ("; tolerating a few failures only bridges short storage outages." if cause == "storage-io-error"
+                   else "; a finalize failure repeats on every checkpoint until its cause is gone, so tolerating it "
+                        "would only hide it.")))
         if cause == "checkpoint-expired":
             timeout = cfg.get_duration_ms("execution.checkpointing.timeout") or 600_000
             patches.append(self.flink_patch(
                 incident, "execution.checkpointing.timeout", format_duration(timeout * 2),
                 "Checkpoints expired: give them more time while the backpressure behind the slow alignment is fixed."))
-        if cause in ("checkpoint-expired", "async-phase-failure", "declined", "unknown-reason"):
             interval = cfg.get_duration_ms("execution.checkpointing.interval")
             min_pause = cfg.get_duration_ms("execution.checkpointing.min-pause") or 0
-            if interval:
-                wanted = max(min_pause, interval // 4, 1000)
-                if wanted > min_pause:
-                    patches.append(self.flink_patch(
-                        incident, "execution.checkpointing.min-pause", format_duration(wanted),
-                        "Leave the job time to make progress between checkpoints so they do not pile up."))
-        patches.append(self.code_patch(
-            "CheckpointConfig#setTolerableCheckpointFailureNumber",
-            f"env.getCheckpointConfig().setTolerableCheckpointFailureNumber({proposed_tolerable});",
-            "The same setting in job code (it wins over the configuration file when the job sets it)."))
+            spaced = max(interval or 0, SPACED_INTERVAL_MS)
+            if interval is not None and interval < SPACED_INTERVAL_MS:
+                patches.append(self.flink_patch(
+                    incident, "execution.checkpointing.interval", format_duration(SPACED_INTERVAL_MS),
+                    "Checkpoint less often so one finishes before the next is due (a production deployment hitting "
+                    "this threshold settled on 4 min with a 1 min pause). Costs: more to replay after a failover, "
+                    "and exactly-once sinks commit less often."))
+            wanted = max(SPACED_MIN_PAUSE_MS, spaced // 4)
+            if wanted > min_pause:
+                patches.append(self.flink_patch(
+                    incident, "execution.checkpointing.min-pause", format_duration(wanted),
+                    "Leave the job time to make progress between checkpoints so they do not pile up."))
+        if cause in TRANSIENT:
+            tolerable = cfg.get_int(TOLERABLE_KEY) or 0
+            # Already tolerant: the failures are not isolated, and raising it again on every incident hides them.
+            if tolerable < DEFAULT_TOLERABLE:
+                patches.append(self.flink_patch(
+                    incident, TOLERABLE_KEY, str(DEFAULT_TOLERABLE),
+                    "These failures come and go: let isolated ones pass instead of failing the job over on the first "
+                    "(consecutive failures still fail it). A mitigation, not a fix. Job code that calls "
+                    "setTolerableCheckpointFailureNumber overrides this key."))
+                patches.append(self.code_patch(
+                    "CheckpointConfig#setTolerableCheckpointFailureNumber",
+                    f"env.getCheckpointConfig().setTolerableCheckpointFailureNumber({DEFAULT_TOLERABLE});",
+                    "The same setting in job code (it wins over the configuration file when the job sets it)."))
         return patches
+
+
+def storage_access_snippet(ckpt_dir: str) -> str:
+    """Commands that give the Flink user (not the storage's owner) write access to the checkpoint directory."""
+    if ckpt_dir.startswith(("hdfs://", "viewfs://")):
+        return ("# the user the job runs as (the YARN application user or HADOOP_USER_NAME) needs write access\n"
+                f"hdfs dfs -ls -d {ckpt_dir}\n"
+                f"hdfs dfs -chown -R <flink-user> {ckpt_dir}\n"
+                f"# or keep the owner and grant an ACL: hdfs dfs -setfacl -R -m user:<flink-user>:rwx {ckpt_dir}")
+    if ckpt_dir.startswith(("s3://", "s3a://", "s3p://", "gs://", "abfs://", "abfss://", "wasb://", "oss://")):
+        return ("# object stores have no directory owner: the identity the pods use (IAM role / service account /\n"
+                "# access key) needs put, get, list and delete on the checkpoint prefix\n"
+                f"# prefix: {ckpt_dir}")
+    path = ckpt_dir.replace("file://", "").replace("file:", "")
+    return ("# find the user Flink runs as (the official image uses 'flink', uid 9999)\n"
+            "ps -o user=,uid= -p \"$(pgrep -f 'org.apache.flink.runtime' | head -1)\"\n"
+            "# give that user the directory, on every host or volume that mounts it (NFS: on the server)\n"
+            f"chown -R <flink-user>:<flink-group> {path}\n"
+            f"# or keep the owner and add an ACL: setfacl -R -m u:<flink-user>:rwX -m d:u:<flink-user>:rwX {path}\n"
+            "# Kubernetes: securityContext.fsGroup of the pod makes a volume group-writable for it")
 
 
 def _stated_reason(exceeded: list[Event]) -> str | None:
@@ -174,4 +241,4 @@ def _classify(streak: list[CheckpointAttempt], stated: str | None) -> str:
     for cause, rx in _REASONS:
         if rx.search(blob):
             return cause
-    return "unknown-reason"
+    return "undetermined"

@@ -38,33 +38,44 @@ class ContainerMemoryExceeded(Detector):
                   "YARN's virtual memory check killed the container although its physical memory was within the "
                   "limit: a false positive (the JVM reserves far more address space than it uses).",
                   "'is running beyond the VIRTUAL memory limit' / 'beyond virtual memory limits' with physical usage "
-                  "below the physical limit."),
+                  "below the physical limit.",
+                  patches=("ops:yarn.nodemanager.vmem-check-enabled",)),
         RootCause("container-smaller-than-process",
                   "The container's memory limit is smaller than taskmanager.memory.process.size, so the JVM is "
                   "allowed to grow past what the container may use.",
-                  "Observed limit (pod 'Limits: memory', YARN '... of N GB physical') below the effective process size."),
+                  "Observed limit (pod 'Limits: memory', YARN '... of N GB physical') below the effective process size.",
+                  patches=("flink:taskmanager.memory.process.size", "ops:container memory limit", "flink:taskmanager.memory.*")),
         RootCause("rocksdb-native-memory",
                   "RocksDB's native memory is not bounded by managed memory (memory.managed: false or an unbudgeted "
                   "fixed-per-slot size), so it grows past the container.",
                   "A kill for physical memory / OOMKilled while the state backend is RocksDB with "
-                  "state.backend.rocksdb.memory.managed: false or fixed-per-slot x slots above the budget."),
+                  "state.backend.rocksdb.memory.managed: false or fixed-per-slot x slots above the budget.",
+                  patches=("flink:state.backend.rocksdb.memory.managed",)),
         RootCause("jvm-overhead-too-small",
                   "The JVM overhead (thread stacks, GC and JIT structures, glibc malloc arenas, native libraries) is "
                   "at Flink's default size, made for a plain JVM, and cannot absorb the process's native memory.",
                   "A kill for physical memory / OOMKilled with the JVM overhead at its defaults (10 % of the process, "
-                  "min 192m, max 1g) and no unbounded RocksDB."),
+                  "min 192m, max 1g) and no unbounded RocksDB.",
+                  patches=("flink:taskmanager.memory.jvm-overhead.max", "flink:taskmanager.memory.jvm-overhead.min",
+                           "flink:taskmanager.memory.process.size", "ops:TaskManager memory configuration", "flink:taskmanager.memory.*")),
         RootCause("native-memory-outside-budget",
                   "Native memory beyond a JVM overhead that was already raised: glibc arenas, native leaks, "
                   "direct allocations of native libraries outside -XX:MaxDirectMemorySize.",
                   "A kill for physical memory / OOMKilled although jvm-overhead.fraction/min/max were set above "
-                  "their defaults (or the overhead is 1g or more) and RocksDB is bounded."),
+                  "their defaults (or the overhead is 1g or more) and RocksDB is bounded.",
+                  patches=("flink:taskmanager.memory.jvm-overhead.max", "flink:taskmanager.memory.jvm-overhead.min",
+                           "flink:taskmanager.memory.process.size",
+                           "ops:containerized.taskmanager.env.MALLOC_ARENA_MAX", "flink:taskmanager.memory.*")),
         RootCause("node-memory-pressure-eviction",
                   "Kubernetes evicted the pod because the node ran short of memory and the pod used more than its "
                   "memory request.",
-                  "'The node was low on resource: memory. Container ... was using X, which exceeds its request of Y'."),
+                  "'The node was low on resource: memory. Container ... was using X, which exceeds its request of Y'.",
+                  patches=("ops:TaskManager pod memory request",)),
         RootCause("jobmanager-container",
                   "The JobManager's container was killed for memory.",
-                  "The killed container is the JobManager's (YARN container _000001, a jobmanager pod)."),
+                  "The killed container is the JobManager's (YARN container _000001, a jobmanager pod).",
+                  patches=("flink:jobmanager.memory.jvm-overhead.max", "flink:jobmanager.memory.jvm-overhead.min",
+                           "flink:jobmanager.memory.process.size", "flink:jobmanager.memory.*")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

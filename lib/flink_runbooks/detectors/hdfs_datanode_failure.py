@@ -45,23 +45,38 @@ class HdfsDatanodeFailure(Detector):
                   "Datanodes failed while the block was being written and the client could not rebuild the write "
                   "pipeline (no spare datanode, or every datanode of the pipeline failed).",
                   "'All datanodes [...] are bad. Aborting...' or 'Failed to replace a bad datanode on the existing "
-                  "pipeline' (with the replacement policy) from the DFS client."),
+                  "pipeline' (with the replacement policy) from the DFS client.",
+                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
+                           "flink:flink.hadoop.dfs.client.block.write.replace-datanode-on-failure.best-effort",
+                           "flink:flink.hadoop.dfs.client.block.write.replace-datanode-on-failure.policy",
+                           "code:CheckpointConfig#setFailOnCheckpointingErrors",
+                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber", "ops:datanode health",
+                           "ops:hdfs-site.xml of the Flink processes")),
         RootCause("datanodes-down",
                   "No datanode was running: the NameNode had nowhere to place the block.",
-                  "'could only be written to 0 of the N minReplication nodes. There are 0 datanode(s) running'."),
+                  "'could only be written to 0 of the N minReplication nodes. There are 0 datanode(s) running'.",
+                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
+                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber", "ops:start the datanodes")),
         RootCause("datanode-disks-full",
                   "Datanodes were running but the NameNode refused all of them for new blocks, usually because their "
                   "remaining space is below the block size.",
                   "'There are K datanode(s) running and no node(s) are excluded' (the client excluded none), or an "
-                  "explicit DiskOutOfSpaceException / 'No space left on device'."),
+                  "explicit DiskOutOfSpaceException / 'No space left on device'.",
+                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
+                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber", "ops:datanode disk space")),
         RootCause("datanodes-unreachable",
                   "The client excluded every running datanode after failing to open a pipeline to it (network, "
                   "firewall, overloaded datanodes).",
                   "'There are K datanode(s) running and K node(s) are excluded', with 'Exception in "
-                  "createBlockOutputStream' / 'Excluding datanode' lines before it."),
+                  "createBlockOutputStream' / 'Excluding datanode' lines before it.",
+                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
+                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber",
+                           "ops:network from the Flink hosts to the datanodes")),
         RootCause("datanodes-unavailable",
                   "The NameNode found no datanode for the block; the message does not say why.",
-                  "'could only be replicated to 0 nodes' without the running/excluded counts."),
+                  "'could only be replicated to 0 nodes' without the running/excluded counts.",
+                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
+                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber", "ops:datanode state")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

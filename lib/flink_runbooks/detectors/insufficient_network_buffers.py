@@ -50,19 +50,25 @@ class InsufficientNetworkBuffers(Detector):
         RootCause("segment-size-enlarged",
                   "taskmanager.memory.segment-size was raised, so the same network memory holds far fewer buffers "
                   "(2mb segments: 64 times fewer than the default 32kb).",
-                  "The message reports buffers of more than 32768 bytes each."),
+                  "The message reports buffers of more than 32768 bytes each.",
+                  patches=("flink:taskmanager.memory.segment-size", "flink:taskmanager.memory.*")),
         RootCause("network-capped-by-max",
                   "Network memory is held at taskmanager.memory.network.max (1g by default before 1.17, or an "
                   "explicit max or fixed size), below what the fraction would give.",
-                  "The model derives network memory as 'max used' (or min = max), total x segment size equals the max."),
+                  "The model derives network memory as 'max used' (or min = max), total x segment size equals the max.",
+                  patches=("flink:taskmanager.memory.network.max", "flink:taskmanager.memory.network.min",
+                           "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*")),
         RootCause("network-at-min",
                   "A small TaskManager: the network fraction gives less than network.min, so only the min (64m "
                   "by default, 2048 buffers) is there.",
-                  "The model derives network memory as 'min used' (2048 buffers of 32kb = 64m by default)."),
+                  "The model derives network memory as 'min used' (2048 buffers of 32kb = 64m by default).",
+                  patches=("flink:taskmanager.heap.size", "flink:taskmanager.memory.network.min", "flink:taskmanager.memory.*")),
         RootCause("high-parallelism-shuffle",
                   "The job's exchanges need more buffers than the fraction-derived network memory holds: an "
                   "all-to-all exchange needs buffers-per-channel x parallelism + floating buffers per gate.",
-                  "Network memory at its fraction (not capped), high subtask parallelism in the failing task."),
+                  "Network memory at its fraction (not capped), high subtask parallelism in the failing task.",
+                  patches=("flink:taskmanager.memory.network.min", "flink:taskmanager.memory.process.size",
+                           "ops:fewer buffers per channel", "flink:taskmanager.memory.*")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

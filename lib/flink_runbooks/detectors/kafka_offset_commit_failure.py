@@ -3,7 +3,12 @@
 A failed commit does not break Flink's correctness: a Kafka source restores from the offsets stored in Flink's own
 checkpoints. Committed offsets only feed external lag monitoring and a job started without state from
 ``group-offsets``. So a short blip (a broker restart moving the group coordinator) is no finding; only failures that
-go on for several checkpoints or minutes are.
+go on for several checkpoints or minutes are. An excerpt without a timeline cannot tell a blip from an outage: it
+gets a lower-confidence finding that says persistence is unknown.
+
+The cause is decided from the exceptions the commits fail with. More readers than partitions is reported but never
+blamed: an idle reader has no offsets, and ``KafkaSourceFetcherManager.commitOffsets`` returns before contacting the
+broker when its offset map is empty, so surplus readers cannot make commits fail.
 """
 from __future__ import annotations
 
@@ -28,7 +33,9 @@ IDLE_GAP_MIN_S = 60
 # A cadence whose gaps vary less than this (coefficient of variation) is "regular".
 REGULAR_CV = 0.3
 
-SEED_BACKOFF = (("reconnect.backoff.ms", 1000), ("reconnect.backoff.max.ms", 5000))
+# Reconnect back-off that stops a client hammering an unavailable coordinator in a tight loop (the values a production
+# deployment on Flink 1.16 used to calm its commit/disconnect loop during broker trouble).
+RECONNECT_BACKOFF = (("reconnect.backoff.ms", 1000), ("reconnect.backoff.max.ms", 5000))
 # Load balancer idle timeouts met in practice start at 4 minutes (Azure); a client that closes idle connections first
 # reconnects cleanly instead of writing its commit into a dead connection.
 MAX_PROPOSED_IDLE_MS = 180_000
@@ -72,17 +79,34 @@ class KafkaOffsetCommitFailure(Detector):
                   "The consumer group's coordinator was unavailable (broker restarts or a rolling upgrade moved "
                   "or took down the __consumer_offsets partition leader).",
                   "CoordinatorNotAvailableException / NotCoordinatorException clustered in time, 'Group coordinator "
-                  "… is unavailable', brokers unreachable, then 'Discovered group coordinator' as it recovers."),
+                  "… is unavailable', brokers unreachable, then 'Discovered group coordinator' as it recovers.",
+                  patches=("kafka:reconnect.backoff.ms", "kafka:reconnect.backoff.max.ms",
+                           "ops:check the brokers, do not restart the job", "code:KafkaSource parallelism"),
+                  would_change="If the commits fail with DisconnectException or request timeouts (no coordinator "
+                               "error) at a regular cadence minutes apart, idle connections are being reaped; if the "
+                               "broker logs show the coordinator healthy at those times, look at the network path "
+                               "instead."),
         RootCause("idle-connection-reaped",
                   "The coordinator connection sat idle between commits and was dropped by the network (load "
                   "balancer, NAT or firewall idle timeout) or the broker, so the next commit hit a dead connection.",
                   "DisconnectException / request timeouts on commits that come minutes apart at a regular cadence, "
-                  "'Node N disconnected' at regular intervals, no coordinator errors."),
-        RootCause("source-parallelism-exceeds-partitions",
-                  "The Kafka source runs more readers than the topic has partitions; the surplus readers stay idle "
-                  "and the consumers churn connections to the coordinator (the seed deployment's account).",
-                  "More readers (registered readers / task names (k/N)) than partitions seen in split assignments, "
-                  "with commits failing in a loop that is neither a short coordinator outage nor idle reaping."),
+                  "'Node N disconnected' at regular intervals, no coordinator errors.",
+                  patches=("kafka:connections.max.idle.ms", "code:KafkaSource parallelism"),
+                  would_change="If the commits carry CoordinatorNotAvailableException / NotCoordinatorException, or "
+                               "the disconnects are not regular and commits come seconds apart, the brokers or the "
+                               "coordinator went away: not idle reaping."),
+        RootCause("undetermined",
+                  "The commits fail, but nothing in the logs points at the coordinator or at idle connections.",
+                  "Commit failures whose exceptions are neither coordinator errors nor disconnects on idle "
+                  "connections, or disconnects on busy connections without a broker-side sign.",
+                  patches=("code:KafkaSource parallelism",),
+                  would_change="Coordinator errors on the commits, a broker log showing the group coordinator moving, "
+                               "or disconnects at a regular cadence minutes apart would each name a cause.",
+                  next_evidence="the broker logs (server.log, controller.log) around the failed commits; "
+                                "`kafka-consumer-groups.sh --describe --group <group.id>` while it happens; the "
+                                "consumer's `ConsumerConfig values:` dump (connections.max.idle.ms, "
+                                "request.timeout.ms); DEBUG logging for org.apache.kafka.clients.NetworkClient on "
+                                "one TaskManager."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -96,10 +120,14 @@ class KafkaOffsetCommitFailure(Detector):
         persistent = len(run) > MAX_CONSECUTIVE_FAILED_CHECKPOINTS or (span > MAX_FAILURE_SPAN_S and len(rounds) >= 3)
         if not times and not run:
             persistent = len(rounds) > MAX_CONSECUTIVE_FAILED_CHECKPOINTS  # a bare excerpt: count what is there
-        if not persistent:
+        lines = client_lines(incident)
+        # Without anything after the last failure (commits working again, checkpoints completing) the input is an
+        # excerpt: a blip and an outage look the same, so persistence is unknown rather than judged.
+        persistence = "persistent" if persistent else (
+            "stopped" if _commits_resumed(incident, lines, rounds) else "unknown")
+        if persistence == "stopped":
             return []
 
-        lines = client_lines(incident)
         groups = {cl.group_id for cl in lines if cl.group_id}
         config = consumer_config(incident, groups)
         assignment = source_assignment(incident)
@@ -120,17 +148,15 @@ class KafkaOffsetCommitFailure(Detector):
         regular = (gap_cv is not None and gap_cv <= REGULAR_CV) or disconnect_period is not None
         broker_down = any(cl.what == "connect-failed" for cl in lines)
 
+        # The commits' own exceptions decide; the reader count never does (idle readers commit nothing).
         if connection > coordinator and idle_gap and regular:
             cause, confidence = "idle-connection-reaped", 0.8
-        elif assignment.exceeds:
-            cause, confidence = "source-parallelism-exceeds-partitions", 0.7
         elif coordinator:
             cause, confidence = "coordinator-unavailable", 0.85 if (broker_down or recovered_at) else 0.7
-        elif not idle_gap:
-            # Busy connections dropped without an idle period: the brokers went away, as in a restart.
-            cause, confidence = "coordinator-unavailable", 0.6
         else:
-            cause, confidence = "idle-connection-reaped", 0.55
+            cause, confidence = "undetermined", 0.4
+        if persistence == "unknown":
+            confidence = min(confidence, 0.5)
 
         ids = sorted({r.checkpoint_id for r in rounds if r.checkpoint_id is not None})
         details = {
@@ -139,6 +165,8 @@ class KafkaOffsetCommitFailure(Detector):
             "checkpoints_failing": f"{ids[0]}–{ids[-1]}" if ids else "ids not logged (legacy consumer)",
             "longest_consecutive_run": len(run),
             "failure_span": _human(span) if times else "unknown (no timestamps)",
+            "persistence": {"persistent": "persistent (over the thresholds)",
+                            "unknown": "unknown: the input ends with the failures (no timeline after them)"}[persistence],
             "thresholds": f"more than {MAX_CONSECUTIVE_FAILED_CHECKPOINTS} consecutive checkpoints or more than "
                           f"{_human(MAX_FAILURE_SPAN_S)} of failures",
             "causes": dict(counts.most_common()),
@@ -161,7 +189,7 @@ class KafkaOffsetCommitFailure(Detector):
 
         evidence, notes = self._evidence(failures, rounds, lines, assignment, config, cause)
         summary = self._summary(cause, rounds, run, span, times, counts, assignment, commit_gap_s, disconnect_period,
-                                recovered_at, config, broker_down)
+                                recovered_at, config, broker_down, persistence)
         patches = self._patches(cause, config, assignment, commit_gap_s, disconnect_period)
         return [self.finding(cause, summary, evidence, confidence=confidence, patches=patches, severity="warning",
                              notes=notes, details=details)]
@@ -169,7 +197,7 @@ class KafkaOffsetCommitFailure(Detector):
     # ------------------------------------------------------------------------------------------------ narrative
 
     def _summary(self, cause, rounds, run, span, times, counts, assignment, commit_gap_s, disconnect_period,
-                 recovered_at, config, broker_down) -> str:
+                 recovered_at, config, broker_down, persistence) -> str:
         ids = sorted({r.checkpoint_id for r in rounds if r.checkpoint_id is not None})
         what = (f"Kafka offset commits failed for {len(ids)} checkpoint(s) ({ids[0]}–{ids[-1]}, up to {len(run)} "
                 f"in a row)" if ids else f"Kafka offset commits failed {len(rounds)} time(s)")
@@ -192,13 +220,19 @@ class KafkaOffsetCommitFailure(Detector):
                     if disconnect_period else "")
             why += ", so each commit goes out on a dead connection and fails with a disconnect."
         else:
+            why = ("Root cause undetermined: the failures carry neither coordinator errors nor disconnects on "
+                   "connections idle between commits.")
+        if assignment.exceeds:
             idle = (len(assignment.idle_readers) if assignment.idle_readers
                     else (assignment.readers or 0) - len(assignment.partitions))
             topics = ", ".join(sorted(assignment.topics)) or "the topic"
-            why = (f"The source runs {assignment.readers or '?'} readers for {len(assignment.partitions) or '?'} "
-                   f"partition(s) of {topics}: {idle} reader(s) can never get a partition. The seed deployment "
-                   f"traced the same commit/disconnect loop to this and stopped it by matching the source "
-                   f"parallelism to the partitions and backing off reconnects.")
+            why += (f" Also: the source runs {assignment.readers or '?'} readers for "
+                    f"{len(assignment.partitions) or '?'} partition(s) of {topics}, so {idle} reader(s) sit idle. "
+                    f"That wastes slots but does not make commits fail: an idle reader has no offsets to commit.")
+        if persistence == "unknown":
+            why += (" The input ends with these failures (an excerpt without a timeline), so whether they went on "
+                    "or were a short blip is unknown: a blip of one or two checkpoints needs no action; look at the "
+                    "logs after the last failure for commits or checkpoints succeeding again.")
         return f"{what} {why} {NO_HARM}"
 
     def _evidence(self, failures: list[CommitFailure], rounds: list[CommitRound], lines: list[ClientLine],
@@ -223,14 +257,12 @@ class KafkaOffsetCommitFailure(Detector):
             add(next((cl.event for cl in lines if cl.what in ("cancelled-in-flight", "request-timeout")), None),
                 "the request went out on a connection that was already dead")
             add(next((cl.event for cl in lines if cl.what == "disconnected"), None), "the broker connection dropped")
-        else:
-            for ev in assignment.events:
-                if "Discovered new partitions" in ev.message or "Assigning splits" in ev.message:
-                    add(ev, "the partitions the readers can share")
+        if assignment.exceeds:
             readers = [ev for ev in assignment.events if "registering reader" in ev.message
                        or "no partitions to read from" in ev.message]
             if readers:
-                add(readers[-1], f"{assignment.readers} readers for {len(assignment.partitions) or '?'} partition(s)")
+                add(readers[-1], f"{assignment.readers} readers for {len(assignment.partitions) or '?'} partition(s): "
+                                 f"the surplus ones are idle and commit nothing")
         last = failures[-1]
         add(last.event, f"last failed commit in the logs{f' (checkpoint {last.checkpoint_id})' if last.checkpoint_id else ''}")
         if config is not None:
@@ -241,14 +273,15 @@ class KafkaOffsetCommitFailure(Detector):
 
     def _patches(self, cause, config, assignment, commit_gap_s, disconnect_period):
         patches = []
-        for key, seed in SEED_BACKOFF:
+        # Back-off only helps against an unavailable coordinator; it does nothing against reaped idle connections.
+        for key, wanted in (RECONNECT_BACKOFF if cause == "coordinator-unavailable" else ()):
             current, source = current_value(config, key)
             value = as_int(current)
-            if value is None or value < seed:
+            if value is None or value < wanted:
                 patches.append(self.kafka_patch(
-                    key, str(seed),
+                    key, str(wanted),
                     "Back off between reconnect attempts instead of hammering an unavailable broker or "
-                    "coordinator in a tight loop (the seed deployment's fix for the commit/disconnect loop).",
+                    "coordinator in a tight loop while it moves.",
                     current, source))
         if cause == "idle-connection-reaped":
             current, source = current_value(config, "connections.max.idle.ms")
@@ -260,7 +293,7 @@ class KafkaOffsetCommitFailure(Detector):
                     "opens a fresh connection instead of failing on a dead one"
                     + (f" (commits are {round(commit_gap_s)} s apart)" if commit_gap_s else "") + ".",
                     current, source))
-        if cause == "source-parallelism-exceeds-partitions":
+        if assignment.exceeds:
             partitions = len(assignment.partitions)
             readers = assignment.readers
             topics = ", ".join(sorted(assignment.topics)) or "the topic"
@@ -271,8 +304,9 @@ class KafkaOffsetCommitFailure(Detector):
                     f"   .setParallelism({partitions});  // {topics}: {partitions} partition(s), was {readers} readers\n"
                     f"// the KafkaSink that writes to it likewise: stream.sinkTo(kafkaSink).setParallelism({partitions});\n"
                     f"// Flink SQL: SET 'parallelism.default' = '{partitions}'; (or per source with 'scan.parallelism' where the connector supports it)",
-                    f"One reader per partition: {readers - partitions if readers else 'the'} surplus reader(s) can "
-                    f"never be assigned a partition of {topics}. If the topic will get more partitions, use a "
+                    f"Not a fix for the commit failures (idle readers commit nothing): "
+                    f"{readers - partitions if readers else 'the'} surplus reader(s) can never be assigned a "
+                    f"partition of {topics} and only hold slots. If the topic will get more partitions, use a "
                     f"divisor of the partition count."))
         if cause == "coordinator-unavailable":
             servers = (config.values.get("bootstrap.servers", "") if config else "").strip("[]").split(",")[0].strip()
@@ -320,6 +354,17 @@ def _disconnect_period(lines: list[ClientLine]) -> float | None:
             if best is None or period < best:
                 best = period
     return best
+
+
+def _commits_resumed(incident: Incident, lines: list[ClientLine], rounds: list[CommitRound]) -> bool:
+    """Whether the input shows the commits working again after the last failure: the coordinator rediscovered or a
+    checkpoint completing later (a later commit then went out on a working connection)."""
+    last = max((r.ts for r in rounds if r.ts), default=None)
+    if last is None:
+        return False
+    if any(cl.what == "coordinator-discovered" and cl.event.ts and cl.event.ts > last for cl in lines):
+        return True
+    return any(a.outcome == "completed" and a.finished and a.finished > last for a in checkpoint_history(incident))
 
 
 def _recovered_at(incident: Incident, lines: list[ClientLine], rounds: list[CommitRound]) -> str | None:

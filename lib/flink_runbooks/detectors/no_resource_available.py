@@ -57,19 +57,25 @@ class NoResourceAvailable(Detector):
     )
     root_causes = (
         RootCause("parallelism-exceeds-slots", "The job needs more slots than all registered TaskManagers offer.",
-                  "Required slots (numberOfRequiredSlots / the highest parallelism) above 'registered slots'."),
+                  "Required slots (numberOfRequiredSlots / the highest parallelism) above 'registered slots'.",
+                  patches=("flink:parallelism.default", "flink:taskmanager.numberOfTaskSlots", "ops:add TaskManagers")),
         RootCause("slots-held-by-other-jobs", "The cluster has enough slots in total, but other jobs hold them.",
-                  "'registered slots' ≥ required while 'free slots' < required (a session cluster)."),
+                  "'registered slots' ≥ required while 'free slots' < required (a session cluster).",
+                  patches=("ops:free or add slots",)),
         RootCause("no-taskmanagers", "No TaskManager was registered at all, so no slot could be offered.",
-                  "'registered TMs: 0' / 'Current resources: (none)' / no 'Registering TaskManager' line."),
+                  "'registered TMs: 0' / 'Current resources: (none)' / no 'Registering TaskManager' line.",
+                  patches=("flink:jobmanager.adaptive-scheduler.resource-wait-timeout", "ops:bring TaskManagers up")),
         RootCause("workers-not-provisioned", "The ResourceManager asked YARN/Kubernetes for TaskManagers that never "
                   "came up (quota, queue full, pods Pending, image or scheduling problems).",
-                  "'Requesting new worker …' / 'Creating new TaskManager pod …' without a matching registration."),
+                  "'Requesting new worker …' / 'Creating new TaskManager pod …' without a matching registration.",
+                  patches=("flink:slot.request.timeout", "ops:bring TaskManagers up")),
         RootCause("resource-profile-unfulfillable", "Fine-grained resource requirements ask for more than any "
                   "TaskManager can offer in one slot.",
-                  "A requirement with an explicit ResourceProfile{cpuCores=…, taskHeapMemory=…} while slots exist."),
+                  "A requirement with an explicit ResourceProfile{cpuCores=…, taskHeapMemory=…} while slots exist.",
+                  patches=("ops:match requirements to TaskManagers",)),
         RootCause("capacity-not-in-logs", "Slots were missing, but the logs do not show how many were required or "
-                  "registered.", "Only the exception is present (an excerpt or a client log)."),
+                  "registered.", "Only the exception is present (an excerpt or a client log).",
+                  patches=("ops:compare required and available slots",)),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -48,19 +48,26 @@ class OomDirectMemory(Detector):
         RootCause("user-code-direct-memory", "The job's code or a connector/format library allocates direct "
                   "buffers (netty, Parquet/ORC codecs, Kafka/Pulsar/ES/AWS clients) beyond the task off-heap budget.",
                   "Allocating frames in the job jar or in a client/format library; "
-                  "taskmanager.memory.task.off-heap.size small or at its default 0."),
+                  "taskmanager.memory.task.off-heap.size small or at its default 0.",
+                  patches=("flink:taskmanager.memory.process.size", "flink:taskmanager.memory.task.off-heap.size", "flink:taskmanager.memory.*")),
         RootCause("direct-memory-leak", "Direct buffers are allocated and never released: the memory does not come "
                   "back when the task restarts, so each attempt runs out sooner (or after hours of slow growth).",
                   "The OOM repeats in the same TaskManager JVM and the restarted attempt runs out in half the time or "
-                  "less, or repeats after running for hours."),
+                  "less, or repeats after running for hours.",
+                  patches=("flink:taskmanager.jvm-exit-on-oom", "flink:taskmanager.memory.process.size",
+                           "flink:taskmanager.memory.task.off-heap.size", "ops:find the leak", "flink:taskmanager.memory.*")),
         RootCause("framework-off-heap-too-small", "Flink's own network stack (netty) needs more direct memory than "
                   "framework off-heap gives it: many connections at high parallelism.",
                   "The OOM is in Flink's shaded netty / network stack (LocalTransportException, 'Flink Netty' "
-                  "threads), no job or library frames."),
+                  "threads), no job or library frames.",
+                  patches=("flink:jobmanager.memory.off-heap.size", "flink:jobmanager.memory.process.size",
+                           "flink:taskmanager.memory.framework.off-heap.size",
+                           "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*", "flink:jobmanager.memory.*")),
         RootCause("network-memory-exceeds-max-direct", "The network buffer pool itself did not fit under the JVM's "
                   "direct memory limit: -XX:MaxDirectMemorySize was overridden below Flink's network memory.",
                   "'Could not allocate enough memory segments for NetworkBufferPool' at TaskManager start, often "
-                  "with -XX:MaxDirectMemorySize in env.java.opts."),
+                  "with -XX:MaxDirectMemorySize in env.java.opts.",
+                  patches=("flink:env.java.opts.taskmanager", "ops:JVM direct memory limit")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

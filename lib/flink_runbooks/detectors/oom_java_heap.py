@@ -56,19 +56,27 @@ class OomJavaHeap(Detector):
         RootCause("heap-state-backend", "Keyed state lives on the JVM heap (hashmap/filesystem backend) and outgrew "
                   "the task heap.",
                   "Heap state-backend frames (CopyOnWriteStateMap, HeapListState, HeapSnapshotStrategy) in the OOM, "
-                  "or the heap backend with checkpoints growing run after run."),
+                  "or the heap backend with checkpoints growing run after run.",
+                  patches=("flink:execution.checkpointing.incremental", "flink:state.backend.type",
+                           "code:StreamExecutionEnvironment#setStateBackend", "ops:stay on the heap backend")),
         RootCause("user-code-holds-objects", "The job's own code (or a library it calls) keeps objects on the heap "
                   "until it runs out: a collection, cache or buffer that only grows.",
                   "The OOM is thrown in the job's classes (frames from the job jar or right under the user function), "
-                  "no heap state-backend frames."),
+                  "no heap state-backend frames.",
+                  patches=("flink:env.java.opts.taskmanager", "flink:taskmanager.memory.managed.fraction",
+                           "ops:find the oversized value", "ops:heap dump analysis", "flink:taskmanager.memory.*")),
         RootCause("task-heap-too-small", "The task heap is too small for what the job does; nothing points at one "
                   "consumer.",
                   "The OOM is thrown in Flink's own code (deserialisation, serializers, sorting) or without frames, "
-                  "the heap backend is not growing, and the model gives a small task heap per slot."),
+                  "the heap backend is not growing, and the model gives a small task heap per slot.",
+                  patches=("flink:taskmanager.memory.managed.fraction", "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*")),
         RootCause("jobmanager-heap", "The JobManager's heap ran out (checkpoint metadata or state kept on the "
                   "JobManager, many jobs in one session cluster, big job graphs or split enumerators).",
                   "The OOM is in the JobManager's own process: Flink's hint names jobmanager.memory.heap.size, or a "
-                  "fatal-error handler in the JobManager log reports it."),
+                  "fatal-error handler in the JobManager log reports it.",
+                  patches=("flink:env.java.opts.jobmanager", "flink:execution.checkpointing.dir",
+                           "flink:jobmanager.memory.process.size", "flink:state.backend.type",
+                           "ops:one job per cluster", "flink:jobmanager.memory.*")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -34,13 +34,19 @@ class OomMetaspace(Detector):
                   "job jar registers itself globally (JDBC drivers, static caches, threads, shutdown hooks) and pins "
                   "its class loader, so every (re)submission adds its classes again.",
                   "Several job submissions to the same session cluster before the OOM, or 'Trying to access closed "
-                  "classloader' warnings."),
+                  "classloader' warnings.",
+                  patches=("flink:taskmanager.memory.jvm-metaspace.size", "flink:taskmanager.memory.process.size",
+                           "ops:stop the class-loader leak", "flink:taskmanager.memory.*")),
         RootCause("restart-loop-leak", "The job restarted many times, and each attempt left its classes behind: the "
                   "restarts drive the leak.",
-                  f"{RESTART_LOOP} or more RESTARTING cycles of the job before the OOM."),
+                  f"{RESTART_LOOP} or more RESTARTING cycles of the job before the OOM.",
+                  patches=("flink:taskmanager.memory.jvm-metaspace.size", "flink:taskmanager.memory.process.size",
+                           "ops:fix the restarts", "flink:taskmanager.memory.*")),
         RootCause("metaspace-too-small", "The job simply needs more class metadata than the metaspace holds (many "
                   "connectors and formats, code-generated SQL operators).",
-                  "The OOM comes on the first attempt, without earlier submissions or restarts."),
+                  "The OOM comes on the first attempt, without earlier submissions or restarts.",
+                  patches=("flink:jobmanager.memory.jvm-metaspace.size", "flink:jobmanager.memory.process.size",
+                           "flink:taskmanager.memory.jvm-metaspace.size", "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*", "flink:jobmanager.memory.*")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -36,14 +36,31 @@ class RestartStrategyExhausted(Detector):
     root_causes = (
         RootCause("same-fault-every-attempt", "Every attempt failed with the same fault: restarting cannot help, "
                   "the code, the data or the setting behind that fault must change.",
-                  "The first fault of every restart episode is the same exception (numbers aside)."),
+                  "The first fault of every restart episode is the same exception (numbers aside).",
+                  patches=("flink:execution.checkpointing.externalized-checkpoint-retention",
+                           "ops:fix the recurring fault", "ops:resubmit the job")),
         RootCause("restart-budget-too-small", "Transient or infrastructure faults used up a restart budget that is "
                   "too small for a long-running job.",
                   "The episodes fail with lost TaskManagers, timeouts or different faults, and the strategy is "
-                  "fixed-delay/failure-rate with a few attempts."),
+                  "fixed-delay/failure-rate with a few attempts.",
+                  patches=("flink:execution.checkpointing.externalized-checkpoint-retention",
+                           "flink:restart-strategy.exponential-delay.backoff-multiplier",
+                           "flink:restart-strategy.exponential-delay.initial-backoff",
+                           "flink:restart-strategy.exponential-delay.max-backoff",
+                           "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
+                           "flink:restart-strategy.fixed-delay.attempts", "flink:restart-strategy.fixed-delay.delay",
+                           "flink:restart-strategy.type", "code:restart strategy in the job's code",
+                           "ops:resubmit the job")),
         RootCause("no-restart-strategy", "No restarts were allowed (restart strategy 'none', or checkpointing off "
                   "with no strategy configured): the first fault failed the job.",
-                  "'Recovery is suppressed by NoRestartBackoffTimeStrategy'."),
+                  "'Recovery is suppressed by NoRestartBackoffTimeStrategy'.",
+                  patches=("flink:execution.checkpointing.interval",
+                           "flink:restart-strategy.exponential-delay.backoff-multiplier",
+                           "flink:restart-strategy.exponential-delay.initial-backoff",
+                           "flink:restart-strategy.exponential-delay.max-backoff",
+                           "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
+                           "flink:restart-strategy.fixed-delay.attempts", "flink:restart-strategy.fixed-delay.delay",
+                           "flink:restart-strategy.type", "ops:resubmit the job")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

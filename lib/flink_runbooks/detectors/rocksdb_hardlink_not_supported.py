@@ -40,11 +40,15 @@ class RocksDBHardlinkNotSupported(Detector):
                   "RocksDB's working directory was put on the checkpoint storage's mount (a network share or FUSE "
                   "file system), which has no hard links.",
                   "state.backend.rocksdb.localdir (the path in the message) lies inside or next to a file:// "
-                  "checkpoint directory on the same mount."),
+                  "checkpoint directory on the same mount.",
+                  patches=("flink:state.backend.rocksdb.localdir", "ops:check the new directory",
+                           "ops:stopgap without a local disk")),
         RootCause("localdir-on-network-fs",
                   "RocksDB's working directory is on a network, cloud or FUSE file system without hard links.",
                   "The failing path (state.backend.rocksdb.localdir, or io.tmp.dirs when it is unset) is not the "
-                  "checkpoint storage but a mount such as Azure Files, SMB/NFS, a FUSE bucket or FAT."),
+                  "checkpoint storage but a mount such as Azure Files, SMB/NFS, a FUSE bucket or FAT.",
+                  patches=("flink:state.backend.rocksdb.localdir", "ops:check the new directory",
+                           "ops:stopgap without a local disk")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

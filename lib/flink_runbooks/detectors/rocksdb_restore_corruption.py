@@ -56,16 +56,21 @@ class RocksDBRestoreCorruption(Detector):
                   "The checkpoint's files in the checkpoint storage are corrupt or incomplete: every restore that "
                   "downloads them fails the same way, on any TaskManager.",
                   "The failing restore downloaded its files (no task-local state found, 'Start downloading remote "
-                  "state', a remote state handle or download frames) and the same checkpoint fails on every attempt."),
+                  "state', a remote state handle or download frames) and the same checkpoint fails on every attempt.",
+                  patches=("flink:execution.checkpointing.num-retained", "flink:execution.state-recovery.from-local",
+                           "ops:check the checkpoint storage", "ops:restart from an older snapshot")),
         RootCause("local-state-corrupt",
                   "The task-local copy used by local recovery is corrupt (a TaskManager killed while writing it, or "
                   "a failing disk).",
                   "The failing restore opened the task-local copy (local state handle, a localState path, or the "
-                  "first of several restore alternatives) while local recovery is on."),
+                  "first of several restore alternatives) while local recovery is on.",
+                  patches=("flink:execution.checkpointing.num-retained", "flink:execution.state-recovery.from-local",
+                           "ops:wipe the task-local state")),
         RootCause("disk-full",
                   "The TaskManager's disk for RocksDB ran full during the restore, so files were cut short or "
                   "could not be written.",
-                  "'No space left on device' / 'Disk quota exceeded' in the failed restore."),
+                  "'No space left on device' / 'Disk quota exceeded' in the failed restore.",
+                  patches=("flink:execution.checkpointing.num-retained", "ops:free the RocksDB disk")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

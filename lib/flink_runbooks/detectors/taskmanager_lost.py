@@ -43,29 +43,66 @@ class TaskManagerLost(Detector):
         RootCause("killed-for-memory", "The TaskManager was killed for memory: its container exceeded its limit or "
                   "the JVM ran out of memory. The memory runbook is the root cause; this loss is its consequence.",
                   "OOMKilled / exit code 137 / 'beyond physical memory limits' / OutOfMemoryError for that "
-                  "TaskManager before it was lost."),
+                  "TaskManager before it was lost.",
+                  patches=("flink:restart-strategy.exponential-delay.backoff-multiplier",
+                           "flink:restart-strategy.exponential-delay.initial-backoff",
+                           "flink:restart-strategy.exponential-delay.max-backoff",
+                           "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
+                           "flink:restart-strategy.type", "ops:fix the memory cause first")),
         RootCause("process-killed", "The TaskManager process was killed or crashed (kill -9, the kernel OOM killer, "
                   "a container kill, a JVM crash).",
                   "Its own log just ends before the loss: no 'RECEIVED SIGNAL' / 'Stopping TaskExecutor' line and "
-                  "nothing after; or the cluster manager reports exit code 137/143."),
+                  "nothing after; or the cluster manager reports exit code 137/143.",
+                  patches=("flink:restart-strategy.exponential-delay.backoff-multiplier",
+                           "flink:restart-strategy.exponential-delay.initial-backoff",
+                           "flink:restart-strategy.exponential-delay.max-backoff",
+                           "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
+                           "flink:restart-strategy.fixed-delay.attempts", "flink:restart-strategy.fixed-delay.delay",
+                           "flink:restart-strategy.type", "flink:taskmanager.memory.jvm-overhead.min",
+                           "flink:taskmanager.memory.process.size", "ops:find who killed the TaskManager", "flink:taskmanager.memory.*")),
         RootCause("node-lost", "The machine, VM or pod host went away with every TaskManager on it.",
                   "All TaskManagers of one host lost at the same moment, or 'lost node' / eviction / preemption "
-                  "diagnostics from YARN or Kubernetes."),
+                  "diagnostics from YARN or Kubernetes.",
+                  patches=("flink:restart-strategy.exponential-delay.backoff-multiplier",
+                           "flink:restart-strategy.exponential-delay.initial-backoff",
+                           "flink:restart-strategy.exponential-delay.max-backoff",
+                           "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
+                           "flink:restart-strategy.type", "ops:check the node")),
         RootCause("network-partition", "The TaskManager kept running but the JobManager and its peers could not "
                   "reach it.",
                   "Its own log continues after the loss and shows connection failures to the JobManager / "
-                  "ResourceManager, without a silent gap."),
+                  "ResourceManager, without a silent gap.",
+                  patches=("flink:heartbeat.timeout", "flink:restart-strategy.exponential-delay.backoff-multiplier",
+                           "flink:restart-strategy.exponential-delay.initial-backoff",
+                           "flink:restart-strategy.exponential-delay.max-backoff",
+                           "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
+                           "flink:restart-strategy.type")),
         RootCause("tm-unresponsive", "The TaskManager was alive but stopped answering (long GC pause, frozen or "
                   "starved JVM) and was declared dead; see tm-heartbeat-timeout.",
                   "Its own log is silent across the loss, then reports its own heartbeat timeouts to the "
-                  "JobManager/ResourceManager when it resumes."),
+                  "JobManager/ResourceManager when it resumes.",
+                  patches=("flink:heartbeat.timeout", "flink:restart-strategy.exponential-delay.backoff-multiplier",
+                           "flink:restart-strategy.exponential-delay.initial-backoff",
+                           "flink:restart-strategy.exponential-delay.max-backoff",
+                           "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
+                           "flink:restart-strategy.type")),
         RootCause("stopped-while-running", "The TaskManager was shut down in an orderly way (SIGTERM from a "
                   "scale-down, a node drain, a rolling restart) while it still ran tasks of the job.",
                   "'The TaskExecutor is shutting down' as the task failure cause, 'RECEIVED SIGNAL 15' / "
-                  "'Stopping TaskExecutor' in its own log."),
+                  "'Stopping TaskExecutor' in its own log.",
+                  patches=("flink:restart-strategy.exponential-delay.backoff-multiplier",
+                           "flink:restart-strategy.exponential-delay.initial-backoff",
+                           "flink:restart-strategy.exponential-delay.max-backoff",
+                           "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
+                           "flink:restart-strategy.type", "ops:stop TaskManagers only after draining them")),
         RootCause("lost-tm-log-missing", "A TaskManager was lost, but its own log is not among the inputs, so why "
                   "it went away cannot be told.",
-                  "Only peers' RemoteTransportException or the JobManager's loss lines are present."),
+                  "Only peers' RemoteTransportException or the JobManager's loss lines are present.",
+                  patches=("flink:restart-strategy.exponential-delay.backoff-multiplier",
+                           "flink:restart-strategy.exponential-delay.initial-backoff",
+                           "flink:restart-strategy.exponential-delay.max-backoff",
+                           "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
+                           "flink:restart-strategy.type", "ops:collect the lost TaskManager's log")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

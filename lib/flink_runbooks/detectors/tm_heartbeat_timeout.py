@@ -36,24 +36,30 @@ class TmHeartbeatTimeout(Detector):
         RootCause("gc-pause-or-freeze", "The TaskManager JVM was alive but frozen longer than heartbeat.timeout: a "
                   "stop-the-world GC pause, a suspended/stalled VM or a starved container.",
                   "Its own log is silent across the timeout and then reports its own heartbeat timeouts to the "
-                  "ResourceManager/JobManager at once; or GC pauses of many seconds in its log."),
+                  "ResourceManager/JobManager at once; or GC pauses of many seconds in its log.",
+                  patches=("flink:heartbeat.timeout", "ops:find the pause")),
         RootCause("process-died", "The TaskManager process had died (killed, crashed, out of memory) and the "
                   "heartbeat timeout is how the JobManager noticed.",
                   "Its own log ends before the timeout with no shutdown line and nothing after (or memory errors "
-                  "right before): fix why it died; a longer timeout only delays recovery."),
+                  "right before): fix why it died; a longer timeout only delays recovery.",
+                  patches=("ops:find why the TaskManager died",)),
         RootCause("network-partition", "The network between the JobManager and the TaskManager(s) failed while the "
                   "processes kept running.",
                   "The TaskManager's log continues through the timeout with connection errors; or several "
-                  "TaskManagers time out together while their logs go on."),
+                  "TaskManagers time out together while their logs go on.",
+                  patches=("flink:heartbeat.timeout", "ops:check the network between JobManager and TaskManagers")),
         RootCause("jobmanager-unresponsive", "The JobManager itself stalled (GC, overload) and every TaskManager "
                   "appeared to time out at once.",
-                  "All registered TaskManagers time out within seconds, after a silent gap in the JobManager's log."),
+                  "All registered TaskManagers time out within seconds, after a silent gap in the JobManager's log.",
+                  patches=("flink:heartbeat.timeout", "flink:jobmanager.memory.process.size", "flink:jobmanager.memory.*")),
         RootCause("rpc-address-mismatch", "JobManager and TaskManager resolve each other's RPC address differently, "
                   "so heartbeats are dropped.",
-                  "pekko/akka 'dropping message … for non-local recipient' or 'quarantined' lines around the timeout."),
+                  "pekko/akka 'dropping message … for non-local recipient' or 'quarantined' lines around the timeout.",
+                  patches=("ops:make the RPC addresses agree",)),
         RootCause("tm-log-missing", "The TaskManager's own log is not among the inputs: whether it died, froze or "
                   "was cut off cannot be told.",
-                  "Only the JobManager's timeout lines are present."),
+                  "Only the JobManager's timeout lines are present.",
+                  patches=("flink:heartbeat.timeout", "ops:collect the TaskManager's log")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -80,36 +80,48 @@ class TmMemoryMisconfiguration(Detector):
                   "Managed and network fractions (with the fixed framework sizes) take more than Total Flink Memory: "
                   "nothing is left for the task heap.",
                   "'Sum of configured ... Managed Memory ... and Network Memory ... exceed configured Total Flink "
-                  "Memory' with managed/network fractions set; the model of the configuration fails the same way."),
+                  "Memory' with managed/network fractions set; the model of the configuration fails the same way.",
+                  patches=("flink:taskmanager.memory.jvm-overhead.fraction",
+                           "flink:taskmanager.memory.managed.fraction", "flink:taskmanager.memory.network.fraction",
+                           "ops:TaskManager memory configuration", "flink:taskmanager.memory.*")),
         RootCause("fixed-sizes-exceed-total",
                   "Explicit sizes (task heap, managed size, framework or off-heap sizes) add up to more than the "
                   "configured total process or Flink memory.",
                   "'Sum of configured ... Task Heap Memory ...' or 'Total Process Memory size ... is less than the "
-                  "sum of the derived Total Flink Memory' with explicit sizes next to process.size/flink.size."),
+                  "sum of the derived Total Flink Memory' with explicit sizes next to process.size/flink.size.",
+                  patches=("flink:taskmanager.memory.task.heap.size", "flink:taskmanager.memory.*")),
         RootCause("network-range-invalid",
                   "Network memory min/max contradict each other or the network memory left over.",
                   "'Inconsistently configured ... network.fraction ... min ... max' (min > max; max defaults to 1g "
-                  "before 1.17) or 'Derived Network Memory size ... is not in configured Network Memory range'."),
+                  "before 1.17) or 'Derived Network Memory size ... is not in configured Network Memory range'.",
+                  patches=("flink:taskmanager.memory.network.max", "flink:taskmanager.memory.*")),
         RootCause("jvm-overhead-range-invalid",
                   "The JVM overhead left over, or its min/max, contradict each other.",
                   "'Derived JVM Overhead size ... is not in configured JVM Overhead range' or an inconsistently "
-                  "configured jvm-overhead.fraction/min/max."),
+                  "configured jvm-overhead.fraction/min/max.",
+                  patches=("flink:taskmanager.memory.flink.size", "flink:taskmanager.memory.jvm-overhead.max", "flink:taskmanager.memory.*")),
         RootCause("no-total-memory",
                   "No total memory size is configured (the legacy taskmanager.heap.size was removed in 2.0).",
                   "'Either required fine-grained memory ... or Total Flink Memory size ... or Total Process Memory "
-                  "size ... need to be configured explicitly'."),
+                  "size ... need to be configured explicitly'.",
+                  patches=("flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*")),
         RootCause("invalid-memory-value",
                   "A memory option has a value Flink cannot use (fraction outside [0, 1), unparseable size, "
                   "segment size not a power of two).",
-                  "The model rejects one value: the key is named in the error."),
+                  "The model rejects one value: the key is named in the error.",
+                  patches=("flink:taskmanager.memory.managed.fraction", "flink:taskmanager.memory.*")),
         RootCause("jobmanager-memory-invalid",
                   "The JobManager memory options contradict each other.",
-                  "'JobManager memory configuration failed: ...' in the JobManager start-up output."),
+                  "'JobManager memory configuration failed: ...' in the JobManager start-up output.",
+                  patches=("flink:jobmanager.memory.flink.size", "flink:jobmanager.memory.*")),
         RootCause("rocksdb-unmanaged-memory",
                   "RocksDB's memory is not taken from managed memory (memory.managed: false, or a fixed-per-slot "
                   "size larger than the budget), so the process grows past its size until it is killed.",
                   "RocksDB state backend with state.backend.rocksdb.memory.managed: false and no fixed size, or "
-                  "fixed-per-slot x slots above managed + task off-heap memory; container kills make it a failure."),
+                  "fixed-per-slot x slots above managed + task off-heap memory; container kills make it a failure.",
+                  patches=("flink:state.backend.rocksdb.memory.fixed-per-slot",
+                           "flink:state.backend.rocksdb.memory.managed", "flink:taskmanager.memory.managed.fraction",
+                           "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -419,7 +419,12 @@ def storage_actions(detector, kind: str, text: str, directory: str | None) -> li
         return [detector.ops_patch(
             "storage write permissions",
             f"Make {where} writable for the user Flink runs as (and check it is not mounted read-only).",
-            snippet=f"ls -ld {local or where}\n# as its owner:\nchmod -R u+rwX {local or where}")]
+            snippet=(f"ls -ld {local or where}\n"
+                     "# the user Flink runs as (the official image uses 'flink', uid 9999):\n"
+                     "ps -o user=,uid= -p \"$(pgrep -f 'org.apache.flink.runtime' | head -1)\"\n"
+                     f"chown -R <flink-user>:<flink-group> {local or where}\n"
+                     f"# or keep the owner and add an ACL: setfacl -R -m u:<flink-user>:rwX "
+                     f"-m d:u:<flink-user>:rwX {local or where}"))]
     if kind == "space":
         if m := _QUOTA.search(text):
             what = "space" if m["what"] == "DiskSpace" else "file-count"
