@@ -19,7 +19,7 @@ test-fast: setup
 
 # Generated bundles of 100 MB, 1 GB and 5 GB (cached in build/bench); figures to build/bench/results.md.
 bench: setup
-	$(BIN)/python -m flink_runbooks.apps.bench $(if $(SIZES),--sizes $(SIZES))
+	$(BIN)/python -m flink_runbooks.apps.bench $(if $(SIZES),--sizes $(SIZES)) --with-tests --readme
 
 site: setup
 	$(BIN)/flink-runbooks site --out build/site
