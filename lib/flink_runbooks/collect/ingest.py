@@ -29,6 +29,9 @@ from flink_runbooks.model import ChainLink, Event, Incident, InputFile
 from flink_runbooks.parse.redact import redact_text, redact_value
 
 MAX_LINE_CHARS = 4096  # longer kept lines are cut
+# Characters that make a line binary when they are more than 30 % of it: replacement characters and C0 controls
+# other than tab, line feed, form feed and carriage return.
+BINARY_CHARS_JAVA = "[\uFFFD\u0001-\u0008\u000B\u000E-\u001F]"
 LOG_NAME = re.compile(r"(?i)(\.(log|out|err|txt|json|jsonl|ndjson)(\.\d+)?|\.log\.\d{4}-\d{2}-\d{2}[\w.-]*|\.\d+)(\.gz)?$|^[^.]+$")
 CONFIG_NAMES = ("flink-conf.yaml", "flink-conf.yml", "config.yaml", "config.yml")
 # An example incident's own description of what it should diagnose: reading it as a log would be cheating.
@@ -84,6 +87,7 @@ class ListedInputs:
     logs: list[tuple[str, int]] = field(default_factory=list)  # (uri, size)
     configs: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # one per file that cannot be read, named
 
 
 # ------------------------------------------------------------------------------------------------ pre-filter
@@ -123,40 +127,69 @@ def _to_uri(path: str) -> str:
 
 
 def _display(uri: str) -> str:
-    """Paths as the user knows them: local files without the ``file:`` scheme."""
+    """Paths as the user knows them: local files without the ``file:`` scheme, credentials in a URL masked."""
     if uri.startswith("file://"):
         return uri[len("file://"):]
     if uri.startswith("file:"):
         return uri[len("file:"):]
-    return uri
+    return redact_text(uri) or uri
+
+
+def _is_remote(raw: str) -> bool:
+    return bool(re.match(r"^[a-zA-Z][\w+.-]*:", raw)) and not raw.startswith("file:")
+
+
+def _local(raw: str) -> str:
+    return os.path.expanduser(re.sub(r"^file:(//)?", "", raw))
+
+
+def _local_matches(raw: str) -> list[str]:
+    """An existing path is taken literally, even when its name holds glob characters; otherwise it is a glob."""
+    import glob
+
+    local = _local(raw)
+    if os.path.lexists(local):
+        return [local]
+    if any(c in local for c in "*?["):
+        return sorted(glob.glob(local))
+    return []
 
 
 def check_local_paths(paths: Iterable[str]) -> None:
-    """Fail fast, before Spark starts, on local paths that do not exist (URIs are checked by Hadoop later)."""
-    import glob
-
+    """Fail fast, before Spark starts, on local paths that do not exist (URIs are checked when listed)."""
     for raw in paths:
-        if re.match(r"^[a-zA-Z][\w+.-]*:", raw) and not raw.startswith("file:"):
-            continue
-        local = re.sub(r"^file:(//)?", "", raw)
-        if not (glob.glob(os.path.expanduser(local)) if any(c in local for c in "*?[") else os.path.exists(os.path.expanduser(local))):
+        if not _is_remote(raw) and not _local_matches(raw):
             raise InputError(f"no such file or directory: {raw}")
 
 
 def list_inputs(spark, paths: Iterable[str]) -> ListedInputs:
-    """Expand files, directories (recursively), globs and Hadoop URIs with Hadoop's FileSystem API."""
+    """Expand files, directories (recursively), globs and Hadoop URIs.
+
+    Local paths are listed here (Python), Hadoop URIs with Hadoop's FileSystem API. A file reached twice (a link, an
+    input given twice) is read once; a link inside an input directory is followed only when it stays inside that
+    directory (a link given as an input itself is followed wherever it leads).
+    """
     listed = ListedInputs()
+    seen: set[str] = set()
     jvm = getattr(spark, "_jvm", None)
     for raw in paths:
-        if jvm is None:
-            _list_local(raw, listed)
-            continue
-        uri = _to_uri(raw)
-        hpath = jvm.org.apache.hadoop.fs.Path(uri)
+        if not _is_remote(raw):
+            _list_local(raw, listed, seen)
+        elif jvm is None:
+            raise InputError(f"cannot list {_display(raw)} through Spark Connect: give a local path or a file: URI")
+        else:
+            _list_hadoop(spark, raw, listed)
+    return listed
+
+
+def _list_hadoop(spark, raw: str, listed: ListedInputs) -> None:
+    jvm = spark._jvm
+    try:
+        hpath = jvm.org.apache.hadoop.fs.Path(raw)
         fs = hpath.getFileSystem(spark._jsc.hadoopConfiguration())
         statuses = fs.globStatus(hpath)
         if statuses is None or len(statuses) == 0:
-            raise InputError(f"no such file or directory: {raw}")
+            raise InputError(f"no such file or directory: {_display(raw)}")
         for st in statuses:
             if st.isDirectory():
                 it = fs.listFiles(st.getPath(), True)
@@ -171,29 +204,151 @@ def list_inputs(spark, paths: Iterable[str]) -> ListedInputs:
                     listed.skipped.append(_display(str(st.getPath().toString())) + "/ (empty directory)")
             else:
                 _classify(str(st.getPath().toString()), st.getLen(), listed, explicit=True)
-    return listed
+    except InputError:
+        raise
+    except Exception as exc:  # Py4JJavaError: unreachable name node, unknown scheme, missing bucket, no permission
+        raise InputError(f"cannot read {_display(raw)}: {_java_reason(exc)}") from None
 
 
-def _list_local(raw: str, listed: ListedInputs) -> None:
-    """Listing without a JVM gateway (Spark Connect): local paths and file: URIs."""
-    import glob
+def _java_reason(exc: Exception) -> str:
+    """The first line of a Java exception's message, without the stack trace."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return redact_text(first)[:300]
 
-    if re.match(r"^[a-zA-Z][\w+.-]*:", raw) and not raw.startswith("file:"):
-        raise InputError(f"cannot list {raw} through Spark Connect: give a local path or a file: URI")
-    local = os.path.expanduser(re.sub(r"^file:(//)?", "", raw))
-    matches = glob.glob(local) if any(c in local for c in "*?[") else [local]
-    matches = [m for m in matches if os.path.exists(m)]
+
+def _list_local(raw: str, listed: ListedInputs, seen: set[str] | None = None) -> None:
+    """Local paths and ``file:`` URIs: links followed inside the input tree only, every real file listed once."""
+    seen = set() if seen is None else seen
+    matches = _local_matches(raw)
     if not matches:
         raise InputError(f"no such file or directory: {raw}")
-    for m in sorted(matches):
+    for m in matches:
         if os.path.isdir(m):
-            for root, dirs, files in os.walk(m):
-                dirs.sort()
-                for name in sorted(files):
-                    p = os.path.join(root, name)
-                    _classify(_to_uri(p), os.path.getsize(p), listed, explicit=False)
+            _walk(m, listed, seen)
+        elif os.path.lexists(m) and not os.path.exists(m):
+            listed.warnings.append(f"{m} is a broken link; skipped")
         else:
-            _classify(_to_uri(m), os.path.getsize(m), listed, explicit=True)
+            _add_local_file(m, listed, seen, explicit=True)
+
+
+def _walk(top: str, listed: ListedInputs, seen: set[str]) -> None:
+    tree = os.path.realpath(top)
+    if tree in seen:
+        return
+    seen.add(tree)
+    stack = [top]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = sorted(os.scandir(current), key=lambda e: e.name, reverse=True)
+        except OSError as exc:
+            listed.warnings.append(f"{current} cannot be listed ({exc.strerror or exc}); skipped")
+            continue
+        subdirs = []
+        for entry in reversed(entries):
+            path = entry.path
+            if entry.name.startswith((".", "_")):
+                continue
+            if entry.is_symlink():
+                real = os.path.realpath(path)
+                if not os.path.exists(real):
+                    listed.warnings.append(f"{path} is a broken link; skipped")
+                    continue
+                if real != tree and not real.startswith(tree + os.sep):
+                    listed.warnings.append(f"{path} links to {real}, outside {top}; not followed "
+                                           f"(give the target as an input to read it)")
+                    continue
+            if entry.is_dir():
+                real = os.path.realpath(path)
+                if real in seen:
+                    continue  # a link loop or a second way into a directory already read
+                seen.add(real)
+                subdirs.append(path)
+            else:
+                _add_local_file(path, listed, seen, explicit=False)
+        stack.extend(reversed(subdirs))
+
+
+def _add_local_file(path: str, listed: ListedInputs, seen: set[str], explicit: bool) -> None:
+    import stat as _stat
+
+    real = os.path.realpath(path)
+    if real in seen:
+        return
+    seen.add(real)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        listed.warnings.append(f"{path} cannot be read ({exc.strerror or exc}); skipped")
+        return
+    if not _stat.S_ISREG(st.st_mode):
+        if explicit or LOG_NAME.search(os.path.basename(path)) or os.path.basename(path).lower() in CONFIG_NAMES:
+            listed.warnings.append(f"{path} is not a regular file (a pipe, socket or device); skipped")
+        return
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+    except OSError as exc:
+        listed.warnings.append(f"{path} cannot be read ({exc.strerror or exc}); skipped")
+        return
+    uri = "file://" + os.path.abspath(path)
+    if path.lower().endswith(".gz") and (explicit or LOG_NAME.search(os.path.basename(path))):
+        problem = gzip_problem(path, head)
+        if problem:
+            listed.warnings.append(f"{path} {problem}; skipped")
+            return
+    _classify(uri, st.st_size, listed, explicit=explicit)
+
+
+# A gzipped log decompresses to 5-20 times its size; far beyond that it is a decompression bomb, not a log.
+GZIP_MAX_RATIO = 200
+GZIP_MAX_LINE_BYTES = 64 << 20
+
+
+def gzip_problem(path: str, head: bytes | None = None) -> str | None:
+    """Why a ``.gz`` file cannot be read as a log (not gzip, truncated, corrupt, a bomb, a line too long), or None.
+
+    Reading it through once here costs about a second per 300 MB decompressed and saves the scan from a Java error
+    (truncated or corrupt data) or a heap exhausted by a single endless line."""
+    import zlib
+
+    if head is None:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+    if head != b"\x1f\x8b":
+        return "is named .gz but is not gzip-compressed"
+    size = max(os.path.getsize(path), 1)
+    out_total, line = 0, 0
+    try:
+        with open(path, "rb") as fh:
+            d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            while True:
+                chunk = fh.read(1 << 20)
+                if not chunk:
+                    break
+                while chunk:
+                    data = d.decompress(chunk, 8 << 20)
+                    chunk = d.unconsumed_tail
+                    out_total += len(data)
+                    nl = data.rfind(b"\n")
+                    line = line + len(data) if nl < 0 else len(data) - nl - 1
+                    if line > GZIP_MAX_LINE_BYTES:
+                        return f"holds a line longer than {GZIP_MAX_LINE_BYTES >> 20} MiB once decompressed"
+                    if out_total > (64 << 20) and out_total > GZIP_MAX_RATIO * size:
+                        return (f"decompresses to more than {GZIP_MAX_RATIO} times its size "
+                                f"(a decompression bomb, not a log)")
+                    if d.eof and d.unused_data:
+                        # concatenated gzip members, as logrotate may leave them
+                        chunk, d = d.unused_data + chunk, zlib.decompressobj(zlib.MAX_WBITS | 16)
+            if not d.eof:
+                return "is truncated (the gzip stream ends early)"
+    except zlib.error as exc:
+        return f"is corrupt ({exc})"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None
 
 
 def _classify(uri: str, size: int, listed: ListedInputs, explicit: bool) -> None:
@@ -216,7 +371,7 @@ _RECORD_SCHEMA = (
     "kind string, file string, block long, line_index long, ts string, level string, logger string, "
     "thread string, message string, layout string, "
     "chain array<struct<cls:string,message:string,kind:string>>, frames array<string>, body array<string>, "
-    "truncated boolean, lines long, headers long, exception_lines long, binary_lines long, "
+    "truncated boolean, lines long, headers long, exception_lines long, binary_lines long, invalid_lines long, "
     "layouts string, dist_versions string"
 )
 
@@ -247,7 +402,7 @@ def _assemble_partition(batches, patterns: dict[str, str]):
 
     names = [f.split(" ")[0] for f in _RECORD_SCHEMA.split(", ") if " " in f]
     state = {"file": None, "block": None, "asm": RecordAssembler(), "index": 0, "lines": 0, "headers": 0,
-             "exc": 0, "binary": 0, "layouts": collections.Counter(), "dist": collections.Counter(),
+             "exc": 0, "binary": 0, "invalid": 0, "layouts": collections.Counter(), "dist": collections.Counter(),
              "header_pending": False}
     out: list[dict] = []
 
@@ -267,8 +422,9 @@ def _assemble_partition(batches, patterns: dict[str, str]):
         emit(state["asm"].close())
         out.append({"kind": "stats", "file": state["file"], "block": state["block"], "lines": state["lines"],
                     "headers": state["headers"], "exception_lines": state["exc"], "binary_lines": state["binary"],
+                    "invalid_lines": state["invalid"],
                     "layouts": json.dumps(state["layouts"]), "dist_versions": json.dumps(state["dist"])})
-        state.update(asm=RecordAssembler(), index=0, lines=0, headers=0, exc=0, binary=0,
+        state.update(asm=RecordAssembler(), index=0, lines=0, headers=0, exc=0, binary=0, invalid=0,
                      layouts=collections.Counter(), dist=collections.Counter(), header_pending=False)
 
     def flush_out():
@@ -276,11 +432,12 @@ def _assemble_partition(batches, patterns: dict[str, str]):
         out.clear()
         return pa.RecordBatch.from_pydict(rows, schema=_arrow_schema())
 
-    def feed(texts, header, keep, binary, dist) -> None:
+    def feed(texts, header, keep, binary, dist, invalid=None) -> None:
         """Lines of one block (a slice of a batch) into the assembler."""
         base = state["index"]
         state["lines"] += len(texts)
         state["binary"] += int(binary.sum())
+        state["invalid"] += int(invalid.sum()) if invalid is not None else 0
         for version in dist.drop_null().to_pylist():
             if version:
                 state["dist"][version] += 1
@@ -308,6 +465,8 @@ def _assemble_partition(batches, patterns: dict[str, str]):
         texts = batch.column("text")
         header, keep = _line_masks(texts, patterns)
         binary = batch.column("bin").to_numpy(zero_copy_only=False)
+        # lines that were not valid UTF-8 (read with replacement characters) but are text
+        invalid = batch.column("bad").to_numpy(zero_copy_only=False) if "bad" in batch.schema.names else None
         files, blocks, dist = batch.column("file"), batch.column("block"), batch.column("dist")
         # A block starts at the rows that carry their file name (the first row of each partition).
         starts = np.flatnonzero(files.is_valid().to_numpy(zero_copy_only=False)).tolist()
@@ -318,7 +477,8 @@ def _assemble_partition(batches, patterns: dict[str, str]):
             if lo in starts:
                 close_block()
                 state["file"], state["block"] = files[lo].as_py(), blocks[lo].as_py()
-            feed(texts.slice(lo, hi - lo), header[lo:hi], keep[lo:hi], binary[lo:hi], dist.slice(lo, hi - lo))
+            feed(texts.slice(lo, hi - lo), header[lo:hi], keep[lo:hi], binary[lo:hi], dist.slice(lo, hi - lo),
+                 invalid[lo:hi] if invalid is not None else None)
         if len(out) >= 5000:
             yield flush_out()
     close_block()
@@ -336,7 +496,8 @@ def _arrow_schema():
         ("message", pa.string()), ("layout", pa.string()), ("chain", pa.list_(link)),
         ("frames", pa.list_(pa.string())), ("body", pa.list_(pa.string())), ("truncated", pa.bool_()),
         ("lines", pa.int64()), ("headers", pa.int64()), ("exception_lines", pa.int64()),
-        ("binary_lines", pa.int64()), ("layouts", pa.string()), ("dist_versions", pa.string()),
+        ("binary_lines", pa.int64()), ("invalid_lines", pa.int64()), ("layouts", pa.string()),
+        ("dist_versions", pa.string()),
     ])
 
 
@@ -350,15 +511,20 @@ def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None,
         spark.conf.set(key, str(split_bytes or SPLIT_BYTES))
     patterns = line_patterns(detectors)
     value = F.col("value")
-    df = spark.read.option("lineSep", "\n").text(list(log_uris))
+    df = spark.read.option("lineSep", "\n").text([_for_spark(u) for u in log_uris])
     first_of_partition = (F.monotonically_increasing_id() % F.lit(1 << 33)) == 0
-    binary = value.contains("\u0000") | ~F.is_valid_utf8(value)
+    invalid = ~F.is_valid_utf8(value)
     # Python decodes strictly: invalid bytes become U+FFFD before they leave the JVM. Lines beyond a few kilobytes
     # (a binary file has few line breaks) are cut there so no single line can swamp a worker.
-    text = F.when(binary, F.make_valid_utf8(value)).otherwise(value)
+    text = F.when(invalid, F.make_valid_utf8(value)).otherwise(value)
+    # Binary is a NUL byte or a line that is mostly replacement and control characters; a Latin-1 word in a UTF-8
+    # log is text read with a replacement character.
+    junk = F.length(text) - F.length(F.regexp_replace(text, BINARY_CHARS_JAVA, ""))
+    binary = value.contains("\u0000") | F.when(invalid, junk * 10 > F.length(text) * 3).otherwise(F.lit(False))
     projected = df.select(
         F.when(F.octet_length(value) > 4 * MAX_LINE_CHARS, F.substring(text, 1, MAX_LINE_CHARS)).otherwise(text).alias("text"),
         binary.alias("bin"),
+        (invalid & ~binary).alias("bad"),
         F.when(first_of_partition, F.col("_metadata.file_path")).alias("file"),
         F.when(first_of_partition, F.col("_metadata.file_block_start")).alias("block"),
         F.when(value.contains("flink-dist"), F.make_valid_utf8(F.regexp_extract(value, _DIST_JAR_JAVA, 1))).alias("dist"),
@@ -398,8 +564,10 @@ def ingest(
     if listed.skipped:
         shown = ", ".join(listed.skipped[:5]) + (f" and {len(listed.skipped) - 5} more" if len(listed.skipped) > 5 else "")
         warnings.append(f"skipped {len(listed.skipped)} file(s) that are neither logs nor Flink config files: {shown}")
+    warnings.extend(listed.warnings)
     if not listed.logs and not listed.configs:
-        raise InputError(f"nothing to read under {', '.join(paths)}: no log or config files found")
+        reason = listed.warnings[0] if listed.warnings else "no log or config files found"
+        raise InputError(f"nothing to read under {', '.join(paths)}: {reason}")
 
     config = EffectiveConfig()
     inputs: list[InputFile] = []
@@ -440,6 +608,8 @@ def ingest(
 
         with watch_spark_scan(spark, total, progress):
             rows = scan_logs(spark, nonempty, detectors, split_bytes).toArrow().to_pylist()
+        for r in rows:
+            r["file"] = _from_spark(r["file"])
     if progress:
         progress(f"building the incident from {sum(1 for r in rows if r['kind'] == 'record'):,} records")
 
@@ -475,9 +645,9 @@ def ingest(
             layout = "unknown"
         elif s["headers"] == 0:
             layout = "excerpt"
-        elif s["binary_lines"]:
-            warnings.append(f"{shown}: {s['binary_lines']} line(s) are not valid UTF-8 and were read with "
-                            f"replacement characters")
+        elif s["binary_lines"] or s["invalid_lines"]:
+            warnings.append(f"{shown}: {s['binary_lines'] + s['invalid_lines']} line(s) are not valid UTF-8 and were "
+                            f"read with replacement characters")
         inputs.append(InputFile(path=shown, role=role, host=host, tm_id=tm_id, layout=layout, lines=s["lines"],
                                 bytes=sizes.get(uri)))
     for ev in events:
@@ -498,16 +668,30 @@ def _norm_uri(uri: str) -> str:
     return re.sub(r"^file:/+", "file:/", uri)
 
 
+def _from_spark(uri: str) -> str:
+    """A file name as Spark reports it (a percent-encoded URI: ``a%20b.log``) in the listing's spelling."""
+    from urllib.parse import unquote
+
+    return _norm_uri(unquote(uri))
+
+
+def _for_spark(uri: str) -> str:
+    """A listed file for Spark's reader, which expands glob characters: they are escaped, the name is literal."""
+    return re.sub(r"([{}\[\]*?\\])", r"\\\1", uri)
+
+
 def _read_configs(spark, uris: Sequence[str]) -> Iterator[tuple[str, str]]:
     if not uris:
         return
     from pyspark.sql import functions as F
 
-    df = spark.read.text(list(uris), wholetext=True).select("value", F.col("_metadata.file_path").alias("f"))
+    df = spark.read.text([_for_spark(u) for u in uris], wholetext=True).select(
+        "value", F.col("_metadata.file_path").alias("f"))
     seen = set()
     for row in df.collect():
-        seen.add(_norm_uri(row["f"]))
-        yield row["f"], row["value"]
+        name = _from_spark(row["f"])
+        seen.add(name)
+        yield name, row["value"]
     for uri in uris:
         if _norm_uri(uri) not in seen:
             yield uri, ""
@@ -517,10 +701,11 @@ def _file_stats(stats_rows) -> dict[str, dict]:
     files: dict[str, dict] = {}
     for r in stats_rows:
         f = files.setdefault(r["file"], {"lines": 0, "headers": 0, "exception_lines": 0, "binary_lines": 0,
+                                         "invalid_lines": 0,
                                          "layouts": collections.Counter(), "dist": collections.Counter(),
                                          "blocks": {}})
-        for k in ("lines", "headers", "exception_lines", "binary_lines"):
-            f[k] += r[k]
+        for k in ("lines", "headers", "exception_lines", "binary_lines", "invalid_lines"):
+            f[k] += r.get(k) or 0
         f["layouts"].update(json.loads(r["layouts"] or "{}"))
         f["dist"].update(json.loads(r["dist_versions"] or "{}"))
         f["blocks"][r["block"]] = f["blocks"].get(r["block"], 0) + r["lines"]

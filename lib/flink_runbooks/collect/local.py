@@ -56,23 +56,28 @@ def _partition(uri: str, data: bytes):
     """One file as Spark's text source and the scan's projection would hand it to a worker."""
     import pyarrow as pa
 
-    from flink_runbooks.collect.ingest import _DIST_JAR_JAVA, MAX_LINE_CHARS
+    from flink_runbooks.collect.ingest import _DIST_JAR_JAVA, BINARY_CHARS_JAVA, MAX_LINE_CHARS
 
     dist_jar = re.compile(_DIST_JAR_JAVA)
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":  # a final newline ends the last line; it does not start another
         lines.pop()
-    texts, binary, dist = [], [], []
+    texts, binary, bad, dist = [], [], [], []
+    junk = re.compile(BINARY_CHARS_JAVA)
     for raw in lines:
         try:
             text = raw.decode("utf-8")
-            is_binary = "\x00" in text
+            is_binary, is_bad = "\x00" in text, False
         except UnicodeDecodeError:
-            text, is_binary = raw.decode("utf-8", errors="replace"), True
+            # as the Spark pass decides: binary on a NUL byte or mostly replacement/control characters
+            text = raw.decode("utf-8", errors="replace")
+            is_binary = "\x00" in text or len(junk.findall(text)) * 10 > len(text) * 3
+            is_bad = not is_binary
         if len(raw) > 4 * MAX_LINE_CHARS:
             text = text[:MAX_LINE_CHARS]
         texts.append(text)
         binary.append(is_binary)
+        bad.append(is_bad)
         if "flink-dist" in text:
             m = dist_jar.search(text)
             dist.append(m.group(1) if m else "")
@@ -82,6 +87,7 @@ def _partition(uri: str, data: bytes):
     return pa.RecordBatch.from_pydict({
         "text": pa.array(texts, pa.string()),
         "bin": pa.array(binary, pa.bool_()),
+        "bad": pa.array(bad, pa.bool_()),
         "file": pa.array([uri] + [None] * (n - 1), pa.string()),
         "block": pa.array([0] + [None] * (n - 1), pa.int64()),
         "dist": pa.array(dist, pa.string()),

@@ -63,9 +63,51 @@ def get_spark(master: str | None = None, remote: str | None = None, app_name: st
         .config("spark.driver.memory", os.environ.get("FLINK_RUNBOOKS_DRIVER_MEMORY", "1g"))
         .config(map=_SESSION_SETTINGS)
     )
-    spark = builder.getOrCreate()
+    with _jvm_stderr_filtered():
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
+
+
+# Lines the JVM prints on start-up that say nothing to a user: Spark's launcher always adds the incubating Vector API.
+_JVM_NOISE = (b"WARNING: Using incubator modules",)
+
+
+class _jvm_stderr_filtered:
+    """Start the driver JVM with its stderr on a pipe that drops the start-up noise and passes everything else on.
+
+    The JVM keeps the pipe for its life (one thread forwards it); this process gets its own stderr back at once."""
+
+    def __enter__(self):
+        import threading
+
+        try:
+            sys.stderr.flush()
+            self._saved = os.dup(2)
+            read_end, write_end = os.pipe()
+        except OSError:
+            self._saved = None
+            return self
+        os.dup2(write_end, 2)
+        os.close(write_end)
+        target = self._saved
+
+        def forward() -> None:
+            with os.fdopen(read_end, "rb", buffering=0) as pipe:
+                for line in iter(pipe.readline, b""):
+                    if not line.startswith(_JVM_NOISE):
+                        try:
+                            os.write(target, line)
+                        except OSError:
+                            return
+
+        threading.Thread(target=forward, name="jvm-stderr", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._saved is not None:
+            sys.stderr.flush()
+            os.dup2(self._saved, 2)
 
 
 def _check_connect_server(remote: str) -> None:
