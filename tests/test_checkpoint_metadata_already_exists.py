@@ -139,3 +139,46 @@ def test_genuine_fixed_job_id_incident(spark):
 def test_near_miss_restored_from_the_retained_checkpoint(spark):
     inc = ingest([str(example(SLUG, "near-miss-fixed-id-restored"))], spark)
     assert run_detectors(inc).findings == []
+
+
+def _unnamed_deployment_collision(version: str, extra: dict | None = None):
+    # Collisions mid-run on a shared directory, no namespace or cluster id to name the deployment by.
+    text = "\n".join([_start("2024-01-01 10:00:00,000", restore="5"), _completed("2024-01-01 10:01:00,000", 6),
+                      _collision("2024-01-01 10:02:00,000", 7)])
+    return _detect(text, {"state.checkpoints.num-retained": "10", **(extra or {})}, version=version)
+
+
+def test_directory_snippet_uses_the_key_the_version_reads():
+    [old] = _unnamed_deployment_collision("1.16.1")
+    snippet = next(p for p in old.patches if p.key == "checkpoint directory per deployment").snippet
+    assert snippet.startswith("state.checkpoints.dir: ") and "execution.checkpointing.dir" not in snippet
+    [new] = _unnamed_deployment_collision("1.20.0")
+    assert next(p for p in new.patches if p.key == "checkpoint directory per deployment").snippet.startswith(
+        "execution.checkpointing.dir: ")
+
+
+def test_fewer_retained_checkpoints_are_proposed_for_every_cause():
+    reused = "\n".join([_start("2024-01-01 10:05:00,000"), _collision("2024-01-01 10:05:10,000", 1)])
+    shared = _collision("2024-01-01 10:05:10,000", 3).replace(f"/{ZERO}/chk-3", "/chk-3")
+    cases = {"job-id-reused": _detect(reused, {"state.checkpoints.num-retained": "10"}, version="1.16.1"),
+             "shared-dir-without-job-subdir": _detect(shared, {"state.checkpoints.num-retained": "10",
+                                                               "state.checkpoints.create-subdir": "false"},
+                                                      version="1.16.1"),
+             "concurrent-writers": _unnamed_deployment_collision("1.16.1")}
+    for cause, [finding] in cases.items():
+        assert finding.root_cause.slug == cause
+        retained = next(p for p in finding.patches if p.key == "state.checkpoints.num-retained")  # 1.16 name
+        assert (retained.current, retained.proposed) == ("10", "1")
+        assert "narrows the collisions" in retained.reason
+
+
+def test_without_a_failover_in_the_logs_the_default_threshold_still_fails_the_job_over():
+    text = "\n".join([_start("2024-01-01 10:05:00,000"), _collision("2024-01-01 10:05:10,000", 1)])
+    [f] = _detect(text)
+    assert "kept running" not in f.summary and "fails over on it" in f.summary
+    assert f.severity == "failure"
+    [tolerated] = _detect(text + "\n" + _completed("2024-01-01 10:06:10,000", 2),
+                          {"execution.checkpointing.tolerable-failed-checkpoints": "3"})
+    assert "The job kept running" in tolerated.summary and tolerated.severity == "warning"
+    [unknown] = _detect(text, {"execution.checkpointing.tolerable-failed-checkpoints": "3"})
+    assert "Whether the job kept running is unknown" in unknown.summary

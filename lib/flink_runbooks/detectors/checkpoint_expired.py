@@ -218,8 +218,12 @@ class CheckpointExpired(Detector):
         tolerable = incident.config.get(TOLERABLE_KEY)
         tail = (f" Consecutive expirations exceeded tolerable-failed-checkpoints "
                 f"({tolerable if tolerable is not None else 'unset, so 0'}) and the job failed over "
-                f"{failovers(thresholds)} time(s)." if failed_over else " The job kept running; it fails over only once consecutive expirations "
-                                              "exceed tolerable-failed-checkpoints.")
+                f"{failovers(thresholds)} time(s)." if failed_over else
+                (" The job kept running: tolerable-failed-checkpoints=" + tolerable + " let the expirations pass; it "
+                 "fails over once more of them in a row exceed it." if tolerable not in (None, "0") and stats.count
+                 else " No failover shows in these logs, but each expiration counts against "
+                      f"tolerable-failed-checkpoints ({tolerable if tolerable is not None else 'unset, so 0'}): "
+                      "unless the job's code raises it, the job fails over; whether it kept running is unknown."))
         return head + f"Why: {self.cause(cause).summary} Evidence: {why}." + tail
 
     # -- patches

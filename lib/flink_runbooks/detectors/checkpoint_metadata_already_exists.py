@@ -8,12 +8,15 @@ from flink_runbooks.evidence.checkpoint_analysis import (APPLICATION_MODE_JOB_ID
                                    job_state_changes, run_at)
 from flink_runbooks.evidence.checkpoints import THRESHOLD, checkpoint_history
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.detectors.base import Detector
+from flink_runbooks.detectors.base import Detector, version_key
 
 DIR_KEY = "execution.checkpointing.dir"
 RETAINED_KEY = "execution.checkpointing.num-retained"
 SUBDIR_KEY = "execution.checkpointing.create-subdir"
-SEED_RETAINED = 1  # the seed deployment went from 10 to 1 retained checkpoints
+# Keep only the newest checkpoint: fewer chk-N directories lie ahead of a restore point or under another writer's
+# counter (a production deployment sharing an NFS mount cut its retention from 10 to 1 for this reason).
+FEWER_RETAINED = 1
+TOLERABLE_KEY = "execution.checkpointing.tolerable-failed-checkpoints"
 
 # 1.16+: "Target file <path>/chk-N/_metadata already exists." (FsCheckpointMetadataOutputStream);
 # older local FS: "java.nio.file.FileAlreadyExistsException: File already exists: <path>/chk-N/_metadata";
@@ -68,7 +71,8 @@ class CheckpointMetadataAlreadyExists(Detector):
                   "1); the same job id ran before (fixed id of application mode, HA cluster id, resubmitted with the "
                   "same id) and its chk-N was retained.",
                   patches=("flink:execution.checkpointing.dir", "ops:checkpoint directory per deployment",
-                           "ops:job id handling", "ops:restore instead of starting over")),
+                           "ops:job id handling", "ops:restore instead of starting over",
+                           "flink:execution.checkpointing.num-retained")),
         RootCause("restored-behind-newer-checkpoints",
                   "The job restored from an older checkpoint while newer chk-N directories of the same job id were "
                   "still there, so the resumed counter ran into them.",
@@ -81,11 +85,12 @@ class CheckpointMetadataAlreadyExists(Detector):
                   "(e.g. a shared NFS mount).",
                   "Collisions in the middle of a run after its own checkpoints completed, repeating, or two "
                   "JobManagers running the same job id at the same time.",
-                  patches=("ops:checkpoint directory per deployment", "ops:one writer per checkpoint directory")),
+                  patches=("flink:execution.checkpointing.dir", "flink:execution.checkpointing.num-retained",
+                           "ops:checkpoint directory per deployment", "ops:one writer per checkpoint directory")),
         RootCause("shared-dir-without-job-subdir",
                   "Job-id sub-directories are disabled, so every job of the directory writes the same chk-N.",
                   "create-subdir is false and the colliding path has no job-id segment.",
-                  patches=("flink:execution.checkpointing.create-subdir",)),
+                  patches=("flink:execution.checkpointing.create-subdir", "flink:execution.checkpointing.num-retained")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -106,9 +111,11 @@ class CheckpointMetadataAlreadyExists(Detector):
         threshold = [ev for ev, m in incident.find(THRESHOLD) if "finalize" in (m["reason"] or "finalize")
                      and (ev.ts or "~") >= (first.event.ts or "")]
         failed_over = bool(threshold or failover_events)
+        kept_running = not failed_over and _kept_running(incident, history, first)
 
         evidence, notes = self._evidence(collisions, run, earlier, retained, threshold)
-        summary = self._summary(cause, why, collisions, failed_over, threshold)
+        summary = self._summary(cause, why, collisions, failed_over, threshold, kept_running,
+                                incident.config.get_int(TOLERABLE_KEY))
         details = {
             "collisions": [f"chk-{c.checkpoint_id}" for c in collisions],
             "job_id": first.job,
@@ -119,14 +126,14 @@ class CheckpointMetadataAlreadyExists(Detector):
             "started_without_restore": bool(run and run.fresh),
             "retained_checkpoints_seen": sorted(retained) or None,
             "num_retained": incident.config.get(RETAINED_KEY) or "unset (1)",
-            "failed_over": failed_over,
+            "failed_over": failed_over if failed_over or kept_running else "unknown (the logs end before it shows)",
             "why": why,
         }
         return [self.finding(
             cause, summary, evidence,
             confidence=0.9 if run is not None else 0.65,
             patches=self._patches(incident, cause, first, run, earlier, retained_all),
-            severity="failure" if failed_over else "warning",
+            severity="warning" if kept_running else "failure",
             notes=notes,
             details={k: v for k, v in details.items() if v is not None},
         )]
@@ -221,14 +228,25 @@ class CheckpointMetadataAlreadyExists(Detector):
             add(c.event, f"chk-{c.checkpoint_id} collided too")
         return evs, notes
 
-    def _summary(self, cause, why, collisions, failed_over, threshold) -> str:
+    def _summary(self, cause, why, collisions, failed_over, threshold, kept_running, tolerable) -> str:
         first = collisions[0]
         names = ", ".join(f"chk-{c.checkpoint_id}" for c in collisions[:5])
         of_job = f" of job {first.job}" if first.job else ""
         head = (f"Checkpoint metadata already existed for {names}{of_job} in {first.base_dir}, so the checkpoint "
                 f"could not be finalized. ")
-        tail = (f" The job failed over ({failovers(threshold) or 1} time(s))." if failed_over
-                else " The job kept running; the colliding checkpoint was lost.")
+        # A finalization failure counts against the tolerable-failure threshold (FINALIZE_CHECKPOINT_FAILURE), whose
+        # default is 0: unless the threshold allows it, the job fails over on the first one.
+        if failed_over:
+            tail = f" The job failed over ({failovers(threshold) or 1} time(s))."
+        elif kept_running:
+            tail = (" The job kept running (a later checkpoint completed, within tolerable-failed-checkpoints="
+                    f"{tolerable}); the colliding checkpoint was lost.")
+        elif not tolerable:
+            tail = (" A finalization failure counts against tolerable-failed-checkpoints (unset here: 0), so the job "
+                    "fails over on it; these logs end before showing the failover.")
+        else:
+            tail = (f" Whether the job kept running is unknown: tolerable-failed-checkpoints={tolerable} lets "
+                    f"{tolerable} such failure(s) in a row pass, and the logs end before a later checkpoint.")
         return head + f"Why: {self.cause(cause).summary} Evidence: {why}." + tail
 
     # -- patches
@@ -248,17 +266,24 @@ class CheckpointMetadataAlreadyExists(Detector):
             patches.append(self.ops_patch(
                 "checkpoint directory per deployment", reason + " These logs do not say what tells the deployments "
                 "apart (no Kubernetes namespace or cluster id), so pick the name per deployment.",
-                snippet=f"{DIR_KEY}: {current_dir}/<deployment-name>"))
+                snippet=f"{version_key(incident, DIR_KEY)}: {current_dir}/<deployment-name>"))
         if cause == "shared-dir-without-job-subdir":
             patches.append(self.flink_patch(
                 incident, SUBDIR_KEY, "true", "Keep each job's checkpoints under <dir>/<job-id>/ so jobs sharing the "
                                               "directory do not collide."))
         retained_now = cfg.get_int(RETAINED_KEY) or 1
-        if cause in ("restored-behind-newer-checkpoints", "concurrent-writers") and retained_now > SEED_RETAINED:
+        if retained_now > FEWER_RETAINED:
+            narrows = {
+                "restored-behind-newer-checkpoints": "they lie ahead of an older restore point; with one, the restore "
+                                                     "point is the newest checkpoint",
+                "concurrent-writers": "every one of them is a chk-N the other writer's counter can run into",
+                "job-id-reused": "an earlier run's retained chk-N are what a restarted counter runs into",
+                "shared-dir-without-job-subdir": "every job of the directory can run into each of them",
+            }[cause]
             patches.append(self.flink_patch(
-                incident, RETAINED_KEY, str(SEED_RETAINED),
-                f"{retained_now} retained checkpoints leave chk-N directories ahead of an older restore point; with "
-                f"{SEED_RETAINED} the restore point is the newest one."))
+                incident, RETAINED_KEY, str(FEWER_RETAINED),
+                f"{retained_now} retained checkpoints leave {retained_now} chk-N directories behind: {narrows}. This "
+                f"narrows the collisions; the change above (one directory per writer) is what ends them."))
         if cause == "job-id-reused":
             last = max(retained) if retained else None
             path = (retained[last].message if last is not None else None)
@@ -280,6 +305,12 @@ class CheckpointMetadataAlreadyExists(Detector):
                 "Give every deployment its own checkpoint storage (separate NFS mounts or prefixes) and never run two "
                 "deployments with the same HA cluster id / job id at once."))
         return patches
+
+
+def _kept_running(incident: Incident, history, first: Collision) -> bool:
+    """A checkpoint of the same job completed after the collision: the failure was tolerated."""
+    return any(a.job == first.job and a.outcome == "completed" and a.finished and first.event.ts
+               and a.finished > first.event.ts for a in history)
 
 
 def _retained_ids(incident: Incident, job: str | None) -> dict[int, Event]:

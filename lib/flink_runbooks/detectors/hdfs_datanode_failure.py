@@ -197,7 +197,12 @@ class HdfsDatanodeFailure(Detector):
         which = f" of checkpoint(s) {', '.join(map(str, ids[:6]))}{' …' if len(ids) > 6 else ''}" if ids else ""
         impact = ("The job failed over" + (" (the failure was in the synchronous snapshot phase, which always fails "
                                             "the task)" if phase == "sync" else "") + "."
-                  if failed_over else "The job kept running; checkpoints failed while it lasted.")
+                  if failed_over else
+                  ("Checkpoints failed while it lasted. No failover shows in these logs, but checkpoints failing on "
+                   "storage I/O count against tolerable-failed-checkpoints (default 0), so whether the job kept "
+                   "running is unknown: look for 'Exceeded checkpoint tolerable failure threshold' or RESTARTING "
+                   "in the JobManager log." if in_checkpoints else
+                   "No failover shows in these logs; whether the job kept running is unknown."))
         size = f" {datanodes} datanode(s) seen." if datanodes else ""
         return (f"HDFS could not store the {what} files{which}: {'; '.join(counts)}. {impact} Why: "
                 f"{self.cause(cause).summary}{size}")
