@@ -14,6 +14,16 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERNAL_ERROR = 4
 
 
+def flink_version(text: str) -> str:
+    """``--flink-version``: a Flink release number (1.0 to 1.20, 2.x), e.g. ``1.18.1``; anything else is a usage error."""
+    import re
+
+    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:-[\w.]+)?", text.strip())
+    if not m or not ((m.group(1) == "1" and int(m.group(2)) <= 20) or (m.group(1) == "2" and int(m.group(2)) <= 9)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a Flink version (expected e.g. 1.18.1, 1.20 or 2.1)")
+    return text.strip().removeprefix("v")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line on stderr, exit 2
         self.exit(EXIT_BAD_INPUT, f"flink-runbooks: {message} (see --help)\n")
@@ -26,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("diagnose", help="diagnose an incident and print findings with evidence and patches")
     d.add_argument("paths", nargs="+", metavar="PATH",
                    help="log files, directories (recursive), globs or Hadoop URIs, plus flink-conf.yaml/config.yaml")
-    d.add_argument("--flink-version", help="the Flink version, when the logs do not tell (e.g. 1.18.1)")
+    d.add_argument("--flink-version", type=flink_version,
+                   help="the Flink version, when the logs do not tell (e.g. 1.18.1); a version the logs print wins")
     d.add_argument("--format", choices=("text", "json"), default="text")
     d.add_argument("--runbooks", help="comma-separated runbook slugs to run (default: all)")
     d.add_argument("--save-incident", metavar="DIR",
@@ -36,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     t = sub.add_parser("triage", help="diagnose, run the matching runbook notebooks, write a report and patches")
     t.add_argument("paths", nargs="+", metavar="PATH", help="the incident's logs and config files (as for diagnose)")
     t.add_argument("--out", required=True, metavar="DIR", help="output directory (must be empty unless --force)")
-    t.add_argument("--flink-version", help="the Flink version, when the logs do not tell")
+    t.add_argument("--flink-version", type=flink_version, help="the Flink version, when the logs do not tell")
     t.add_argument("--runbooks", help="comma-separated runbook slugs to execute (default: those with findings)")
     t.add_argument("--jobs", type=int, default=2, help="runbooks executed in parallel (default 2)")
     t.add_argument("--timeout", type=float, default=600, help="seconds per runbook before it is killed (default 600)")

@@ -98,10 +98,17 @@ def triage(
 
     say = progress or (lambda _msg: None)
     check_local_paths(paths)
+    created = not pathlib.Path(out).exists()
     out_dir = prepare_out_dir(out, paths, force)
     say(f"ingest: reading {', '.join(paths)}")
     started = time.monotonic()
-    incident = ingest(list(paths), spark, flink_version=flink_version)
+    try:
+        incident = ingest(list(paths), spark, flink_version=flink_version)
+    except BaseException:
+        # Nothing was written yet: an --out this run created goes again rather than stay behind empty.
+        if created and out_dir.is_dir() and not any(out_dir.iterdir()):
+            out_dir.rmdir()
+        raise
     cache = save_incident(incident, out_dir / "incident")
     say(f"ingest: {len(incident.events)} records from {len(incident.inputs)} file(s) in {time.monotonic() - started:.1f}s")
     diagnosis = run_detectors(incident)

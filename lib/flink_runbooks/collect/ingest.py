@@ -386,7 +386,7 @@ def _line_masks(texts, patterns: dict[str, str]):
 
     header = match(texts, patterns["header"])
     warn = match(pc.utf8_slice_codeunits(texts, 0, 160), patterns["warn"])
-    return header, (header & warn) | match(texts, patterns["kept"])
+    return header, layouts.widen_kept(texts, header, (header & warn) | match(texts, patterns["kept"]))
 
 
 def _assemble_partition(batches, patterns: dict[str, str]):
@@ -578,11 +578,17 @@ def ingest(
             warnings.append(f"config file {shown} is empty")
             continue
         fmt = detect_conf_format(text, shown)
+        parser_warnings: list[str] = []
         try:
-            entries = parse_yaml_conf(text, shown) if fmt == "nested" else parse_flat_conf(text, shown)
+            entries = (parse_yaml_conf(text, shown, parser_warnings) if fmt == "nested"
+                       else parse_flat_conf(text, shown, parser_warnings))
         except ConfigError as exc:
             warnings.append(f"{exc} (file ignored; fix the YAML to use its values)")
             continue
+        # Lines Flink skips and keys set twice change what Flink loads: worth a word, a few per file.
+        warnings.extend(parser_warnings[:5])
+        if len(parser_warnings) > 5:
+            warnings.append(f"{shown}: {len(parser_warnings) - 5} more configuration warning(s) like the above")
         for key, val, line in entries:
             config.add(key, redact_value(key, val), ConfigSource("file", shown, line))
         if config.file_path is None:
@@ -658,7 +664,14 @@ def ingest(
     _config_from_logs(events, config)
     version, version_source = detect_version(events, files)
     if flink_version:
-        version, version_source = flink_version, "--flink-version"
+        printed = version_source is not None and not version_source.startswith("fingerprint")
+        if not printed:
+            version, version_source = flink_version, "--flink-version"
+        elif not (version == flink_version or version.startswith(flink_version + ".")
+                  or flink_version.startswith(version + ".")):
+            # The logs say what actually ran; a version typed by hand does not silently replace it.
+            warnings.append(f"--flink-version {flink_version} ignored: the logs print Flink {version} "
+                            f"({version_source})")
     return Incident(events=events, config=config, flink_version=version, version_source=version_source,
                     inputs=inputs, warnings=warnings)
 

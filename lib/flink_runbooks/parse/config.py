@@ -172,8 +172,29 @@ def _native(node: Node) -> Any:
     return {str(_native(k)): _native(v) for k, v in node.value}
 
 
+MAX_YAML_VALUE_NODES = 10_000
+
+
+def _expanded_size(node: Node, memo: dict[int, int]) -> int:
+    """How many nodes ``node`` becomes once aliases are expanded (computed once per distinct node)."""
+    if id(node) in memo:
+        return memo[id(node)]
+    memo[id(node)] = 1  # a recursive alias counts once instead of looping
+    if isinstance(node, SequenceNode):
+        size = 1 + sum(_expanded_size(item, memo) for item in node.value)
+    elif isinstance(node, MappingNode):
+        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    else:
+        size = 1
+    memo[id(node)] = min(size, 1 << 62)
+    return memo[id(node)]
+
+
 def render_yaml_value(node: Node) -> str | None:
     """A YAML node as the string Flink 1.19+ stores and logs for it (None for a null)."""
+    if isinstance(node, (SequenceNode, MappingNode)) and _expanded_size(node, {}) > MAX_YAML_VALUE_NODES:
+        raise ConfigError(f"broken YAML line {node.start_mark.line + 1}: a value that expands to more than "
+                          f"{MAX_YAML_VALUE_NODES:,} nodes through aliases")
     value = _native(node)
     if value is None:
         return None
@@ -228,8 +249,31 @@ class YamlLayout:
         return [e for e in self.entries if e.is_leaf]
 
 
+# Flink's YAML parser (SnakeYAML) refuses more than 50 aliases for collections; a file of nested aliases would
+# otherwise expand exponentially (a "billion laughs" document). A config file is a few kilobytes.
+MAX_YAML_ALIASES = 50
+MAX_CONFIG_BYTES = 4 << 20
+
+
+def _check_yaml_limits(text: str, path: str) -> None:
+    from ruamel.yaml.tokens import AliasToken
+
+    if len(text) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"broken YAML in {path}: {len(text) >> 20} MiB is too large for a configuration file")
+    if "*" not in text:
+        return
+    aliases = 0
+    for token in YAML(typ="rt").scan(text):
+        if isinstance(token, AliasToken):
+            aliases += 1
+            if aliases > MAX_YAML_ALIASES:
+                raise ConfigError(f"broken YAML in {path} line {token.start_mark.line + 1}: more than "
+                                  f"{MAX_YAML_ALIASES} aliases (Flink's YAML parser refuses them too)")
+
+
 def _compose(text: str, path: str) -> Node | None:
     try:
+        _check_yaml_limits(text, path)
         return YAML(typ="rt").compose(text)
     except MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -304,7 +348,12 @@ def yaml_layout(text: str, path: str) -> YamlLayout:
                 entry.child = walk(value_node, flat, entry)
         return ymap
 
-    root = walk(doc, "", None)
+    try:
+        root = walk(doc, "", None)
+    except ConfigError as exc:
+        message = str(exc)
+        raise ConfigError(message if f" in {path}" in message
+                          else message.replace("broken YAML", f"broken YAML in {path}", 1)) from None
     return YamlLayout(root, entries, maps)
 
 
