@@ -144,6 +144,10 @@ def test_a_pasted_trace_without_the_lost_taskmanagers_log_names_its_address():
     assert f.root_cause.slug == "lost-tm-log-missing" and f.confidence < 0.8
     assert "'10.244.9.163:46377'" in f.summary
     assert any("kubectl logs" in (p.snippet or "") for p in f.patches)
+    # nothing says which restart strategy ran: it stays unknown, and no restart budget is proposed against it
+    assert "NoRestartBackoffTimeStrategy" not in f.details["restart_strategy"] + f.summary
+    assert f.details["restart_strategy"].startswith("an unknown restart strategy")
+    assert not any(p.key.startswith("restart-strategy") for p in f.patches)
 
 
 def test_restart_budget_patch_comes_from_the_current_fixed_delay_and_renders_per_version():

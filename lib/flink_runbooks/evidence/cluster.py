@@ -530,6 +530,9 @@ class RestartStrategy:
                     f"{format_duration(int(a['failuresIntervalMS'])) if a.get('failuresIntervalMS') else '?'})")
         if self.kind == "none":
             return "no restarts (NoRestartBackoffTimeStrategy)"
+        if self.kind == "unknown":
+            return ("an unknown restart strategy (neither logged nor configured; Flink's default depends on whether "
+                    "the job enables checkpointing, possibly in its code)")
         return self.kind
 
 
@@ -567,9 +570,10 @@ def checkpointing_enabled(incident: Incident) -> bool:
 
 def default_restart_kind(incident: Incident) -> str:
     """Flink's default: no restarts without checkpointing; with it fixed-delay (unlimited) up to 1.18 and
-    exponential-delay since 1.19."""
+    exponential-delay since 1.19. Without a sign of checkpointing the default is unknown, not "none": the job's code
+    may enable checkpointing, and a pasted excerpt shows no checkpoint lines either way."""
     if not checkpointing_enabled(incident):
-        return "none"
+        return "unknown"
     v = incident.version_tuple
     return "exponential-delay" if v and tuple(v[:2]) >= (1, 19) else "fixed-delay"
 
