@@ -61,6 +61,23 @@ def test_heap_state_backend_frames_move_state_to_rocksdb():
     assert any(p.target == "code" and "EmbeddedRocksDBStateBackend" in p.snippet for p in finding.patches)
 
 
+@pytest.mark.parametrize("version,command", [("1.17.2", "bin/flink stop --type canonical --savepointPath"),
+                                             ("1.14.6", "bin/flink stop --savepointPath")])
+def test_switching_to_rocksdb_says_a_canonical_savepoint_is_needed(version, command):
+    inc = _incident(_task_oom(STATE_FRAMES), {**DEFAULT_TM, "state.backend": "hashmap"}, version=version)
+    [finding] = get_detector(SLUG).detect(inc)
+    switch = next(p for p in finding.patches if p.key == "savepoint before the backend switch")
+    assert "A checkpoint cannot change the state backend" in switch.reason and "canonical format" in switch.reason
+    assert switch.snippet.startswith(command) and "bin/flink run -s <savepoint-path>" in switch.snippet
+
+
+def test_before_1_13_the_backend_switch_cannot_carry_the_state():
+    inc = _incident(_task_oom(STATE_FRAMES), {**DEFAULT_TM, "state.backend": "filesystem"}, version="1.12.7")
+    [finding] = get_detector(SLUG).detect(inc)
+    switch = next(p for p in finding.patches if p.key == "savepoint before the backend switch")
+    assert "before Flink 1.13" in switch.reason
+
+
 def test_state_backend_keys_are_rendered_for_the_incident_version():
     inc = _incident(_task_oom(STATE_FRAMES), {**DEFAULT_TM, "state.backend": "hashmap"}, version="1.15.4")
     [finding] = get_detector(SLUG).detect(inc)

@@ -57,7 +57,8 @@ class OomJavaHeap(Detector):
                   "the task heap.",
                   "Heap state-backend frames (CopyOnWriteStateMap, HeapListState, HeapSnapshotStrategy) in the OOM, "
                   "or the heap backend with checkpoints growing run after run.",
-                  patches=("flink:execution.checkpointing.incremental", "flink:state.backend.type",
+                  patches=("ops:savepoint before the backend switch",
+                           "flink:execution.checkpointing.incremental", "flink:state.backend.type",
                            "code:StreamExecutionEnvironment#setStateBackend", "ops:stay on the heap backend")),
         RootCause("user-code-holds-objects", "The job's own code (or a library it calls) keeps objects on the heap "
                   "until it runs out: a collection, cache or buffer that only grows.",
@@ -259,6 +260,7 @@ class OomJavaHeap(Detector):
                 f"RocksDB's block cache and write buffers live in managed memory: back to the default 0.4 from "
                 f"{managed_cv.value} (lowered for the heap backend)."))
         version = incident.version_tuple
+        patches.append(self.ops_patch("savepoint before the backend switch", *_backend_switch(version)))
         if version is None or version >= (1, 13):
             patches.append(self.code_patch(
                 "StreamExecutionEnvironment#setStateBackend",
@@ -381,3 +383,22 @@ class OomJavaHeap(Detector):
                 "one job per cluster", "Many jobs share this JobManager's heap: run the big ones in application mode "
                 "(one JobManager per job) so one job's checkpoints or graph cannot take the others down."))
         return patches
+
+
+def _backend_switch(version: tuple[int, ...] | None) -> tuple[str, str]:
+    """(reason, snippet) for moving existing keyed state from the heap backend to RocksDB.
+
+    A checkpoint (or a native-format savepoint) is written in the backend's own format and cannot be restored into
+    another backend; only a savepoint in the canonical format can (the unified format arrived in 1.13, FLIP-41).
+    """
+    if version is not None and version < (1, 13):
+        return ("Changing the state backend cannot carry the state over on this release: neither a checkpoint nor a "
+                "savepoint of the heap backend restores into RocksDB before Flink 1.13. Switching means starting "
+                "without the current state (or upgrading Flink first, then switching through a savepoint).",
+                "# Flink < 1.13: no state migration between backends")
+    stop = ("bin/flink stop --type canonical --savepointPath <savepoint-dir> <job-id>"
+            if version is None or version >= (1, 15) else "bin/flink stop --savepointPath <savepoint-dir> <job-id>")
+    return ("A checkpoint cannot change the state backend: restoring the heap backend's last checkpoint into RocksDB "
+            "fails. Stop the job with a savepoint in the canonical format, then start it with the new backend from "
+            "that savepoint (never from a checkpoint or a native-format savepoint).",
+            f"{stop}\n# then, with the RocksDB backend configured:\nbin/flink run -s <savepoint-path> ...")
