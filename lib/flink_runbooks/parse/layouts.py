@@ -28,23 +28,38 @@ _LEVEL = r"(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL|SEVERE)"
 # Prefixes that wrappers put in front of Flink's own layout.
 PREFIX = (
     r"(?:\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) (?:stdout|stderr) [FP] "  # CRI
-    r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) (?=\d{4}-\d{2}-\d{2}[ T])"  # kubectl --timestamps
+    # kubectl logs --timestamps, CI runners: an ISO time stamp before a record or a stack-trace line
+    r"|\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:\d{2}) "
+    r"(?=\d{4}-\d{2}-\d{2}[ T]|\s|at |Caused by|Suppressed|\.\.\.|Exception in|[a-z_$][\w$]*\.)"
+    r"|\d{2}:\d{2}:\d{2} \d{4}/\d{2}/\d{2} +\([^)]*\): ?"  # test runners: "HH:MM:SS yyyy/mm/dd  ():"
+    r"|\[pod/[^\]\s]+\] ?"  # kubectl logs --prefix
+    r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} [\w.-]+ [\w./@-]+(?:\[\d+\])?: ?"  # syslog / journald
     r"|[A-Za-z0-9][\w.-]*\s*\| ?"  # docker compose
     r"|\[[\w.-]+\] (?=\d{4})"  # platform tag
     r")"
 )
+# Any other constant prefix (a ticket's quote marker, a chat tool's name column, an unknown runner): up to 80
+# characters ending in a separator. Only used where structure follows it (an exception, a frame, a timestamp and
+# a level), never to decide that a plain line is a record.
+GENERIC_PREFIX = r"(?:.{0,80}?(?:[\s|:>\]\"'(,]|&quot;|&#39;|&gt;))"
 
 PREFIX_JAVA = "^" + PREFIX
 # A line that starts a record: a timestamp (after an optional prefix), a bare level followed by " [" or " -"
 # (start-up script output), or a JSON object.
 HEADER_JAVA = (
-    r"^(?:" + PREFIX + r")?(?:\[[^\]]{0,80}\] ?)?(?:" + _TS + r"|" + _LEVEL + r"\s+(?:\[[^\]]*\]\s+)?-\s|\{\s*\")"
+    r"^(?:(?:" + PREFIX + r")?(?:\[[^\]]{0,80}\] ?)?(?:" + _TS + r"|" + _LEVEL + r"\s+(?:\[[^\]]*\]\s+)?-\s|\{\s*\")"
+    r"|" + GENERIC_PREFIX + r"\s*" + _TS + r"\s+(?:\[[^\]]*\]\s+)?" + _LEVEL + r"\s)"
 )
+# Exception classes: qualified (``java.io.IOException``, ``o.a.f.r.JobException``), or a simple name as people
+# paste it (``RemoteTransportException: ...``, ``OutOfMemoryError:Metaspace``) when a colon or bracket follows.
+_QUALIFIED_CLASS = r"(?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b"
+_SIMPLE_CLASS = r"[A-Z][\w$]*(?:Exception|Error|Throwable)(?:\s?:|\[)"
 # Lines that are part of an exception: a class name with Exception/Error/Throwable, Caused by, Suppressed, and the
-# "... N more" / "... N common frames omitted" markers that show where a trace was shortened.
+# "... N more" / "... N common frames omitted" markers that show where a trace was shortened; behind a known
+# prefix, or behind any short prefix ending in a separator (quotes, JSON and HTML escapes included).
 EXCEPTION_LINE_JAVA = (
-    r"^(?:" + PREFIX + r")?\s*(?:Exception in thread \"[^\"]*\" )?(?:Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames omitted)"
-    r"|(?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b)"
+    r"^(?:" + PREFIX + r"|" + GENERIC_PREFIX + r")?\s*(?:Exception in thread \"[^\"]*\" )?"
+    r"(?:Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames omitted)|" + _QUALIFIED_CLASS + r"|" + _SIMPLE_CLASS + r")"
 )
 # "key = value" lines of a Kafka ConsumerConfig/ProducerConfig dump, "key=value" lines after "-D" on a command line.
 CONFIG_LINE_JAVA = r"^(?:" + PREFIX + r")?\s+[a-z][\w.-]*\s?=\s?\S*"
@@ -64,6 +79,9 @@ _LOG4J = re.compile(
 _BARE = re.compile(r"^(?P<level>" + _LEVEL + r")\s+(?P<mdc>\[[^\]]*\])?\s*-\s?(?P<msg>.*)$")
 _TS_ONLY = re.compile(r"^(?P<ts>" + _TS + r")\s+(?P<msg>.*)$")
 _JAVA_CLASS = re.compile(r"^(?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b")
+_SIMPLE_CLASS_RE = re.compile(_SIMPLE_CLASS)
+# A record start recognised only behind an unknown prefix (the generic alternative of HEADER_JAVA).
+_GENERIC_ONLY = re.compile(r"^(?!(?:" + PREFIX + r")?(?:\[[^\]]{0,80}\] ?)?(?:" + _TS + r"|" + _LEVEL + r"\s+(?:\[[^\]]*\]\s+)?-\s|\{\s*\"))")
 
 
 @dataclass
@@ -104,14 +122,40 @@ def re2(pattern: str) -> str:
 
 
 def strip_prefix(line: str) -> str:
-    """Remove a docker-compose / Kubernetes / platform prefix, if any."""
+    """Remove a docker-compose / Kubernetes / test-runner / syslog / platform prefix, else any constant prefix in
+    front of a frame, ``Caused by:``, an exception class or a time stamp with a level (see :func:`strip_any_prefix`)."""
+    return strip_any_prefix(line)
+
+
+def strip_known_prefix(line: str) -> str:
+    """Remove a docker-compose / Kubernetes / test-runner / syslog / platform prefix, if any."""
     m = _PREFIX_RE.match(line)
     if not m:
         return line
     rest = line[m.end():]
     # A docker-compose service name could be mistaken for the first word of a stack frame; only strip when what
     # follows looks like log content.
-    return rest if rest[:1] in ("\t", " ", "{") or _HEADER_RE.match(rest) or _JAVA_CLASS.match(rest) or rest.startswith(("Caused by", "Suppressed", "at ", "...")) else line
+    return rest if rest[:1] in ("\t", " ", "{") or _HEADER_RE.match(rest) or _JAVA_CLASS.match(rest) or _SIMPLE_CLASS_RE.match(rest) or rest.startswith(("Caused by", "Suppressed", "at ", "...", "Exception in thread")) else line
+
+
+# Where structure starts after an unknown prefix: a frame, Caused by, an exception class, a time stamp and a level.
+_STRUCTURE = re.compile(
+    r"(?:^|(?<=[\s|:>\]\"'(,]))\s*(?=at [\w$.]+(?:/[\w$.]+)?\(|Caused by:|Suppressed:|\.\.\. \d+ (?:more|common)|"
+    r"Exception in thread \"|" + _QUALIFIED_CLASS + r"|" + _SIMPLE_CLASS + r"|" + _TS + r"\s+(?:\[[^\]]*\]\s+)?" + _LEVEL + r"\s)")
+
+
+def strip_any_prefix(line: str) -> str:
+    """:func:`strip_prefix`, else any constant prefix up to 80 characters in front of a frame, ``Caused by:``, an
+    exception class or a time stamp with a level (a prefix nobody anticipated: a test runner's, a chat tool's)."""
+    stripped = strip_known_prefix(line)
+    if stripped is not line or not line or line[:1] in ("\t", " ") or _HEADER_RE.match(line) and not _GENERIC_ONLY.match(line):
+        return stripped
+    if _JAVA_CLASS.match(line) or line.startswith(("Caused by", "Suppressed", "at ", "...", "Exception in thread")):
+        return line
+    m = _STRUCTURE.search(line, 0, 120)
+    if m and 0 < m.end() <= 100:
+        return line[m.end():]
+    return line
 
 
 def normalize_ts(ts: str | None) -> str | None:
@@ -226,3 +270,42 @@ def _parse_json(text: str) -> Header | None:
         "json",
         str(exc) if exc else None,
     )
+
+
+# A line that starts with whitespace behind any known prefix: Flink's own continuation (a frame, a config dump).
+_INDENTED_JAVA = r"^(?:" + PREFIX + r")?\s"
+
+
+def widen_kept(texts, header, keep):
+    """The pre-filter's ``keep`` mask (numpy, one Arrow batch), widened for pasted and wrapped text.
+
+    * A batch without any record header is an excerpt or a layout nobody anticipated: every line is read, so its
+      exceptions are parsed line by line instead of being dropped.
+    * A line a ticket or chat tool wrapped onto the next one (a non-indented line after a long one) is kept when
+      the line it continues is kept or starts a record, and a record start whose wrapped rest is kept is kept too,
+      so the assembler can join them back.
+    """
+    import numpy as np
+    import pyarrow.compute as pc
+
+    n = len(texts)
+    if n == 0:
+        return keep
+    if not header.any():
+        return np.ones(n, dtype=bool)
+    lengths = pc.utf8_length(texts).fill_null(0).to_numpy(zero_copy_only=False)
+    indented = pc.match_substring_regex(texts, re2(_INDENTED_JAVA)).fill_null(True).to_numpy(zero_copy_only=False)
+    continues = np.zeros(n, dtype=bool)
+    continues[1:] = lengths[:-1] >= 60
+    continues &= ~header & ~indented & (lengths > 0)
+    out = keep.copy()
+    for _ in range(4):  # a record wrapped over several lines
+        before = np.zeros(n, dtype=bool)
+        before[1:] = out[:-1] | header[:-1]
+        after = np.zeros(n, dtype=bool)
+        after[:-1] = out[1:] & continues[1:]
+        widened = out | (continues & before) | (header & after)
+        if (widened == out).all():
+            break
+        out = widened
+    return out

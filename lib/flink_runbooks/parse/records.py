@@ -13,6 +13,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import html
+
+from flink_runbooks.parse.flink_messages import qualify
 from flink_runbooks.parse.layouts import parse_header, strip_prefix
 
 MAX_CHAIN = 40
@@ -23,7 +26,18 @@ _CAUSED = re.compile(r"^(Caused by|Suppressed):\s*(.*)$")
 _MORE = re.compile(r"^\.\.\. \d+ (?:more|common frames omitted)")
 # Hadoop's RemoteException names the remote class in brackets: RemoteException(java.io.IOException): msg
 _EXC = re.compile(r"^((?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b[\w$]*)(?:\([\w$.]+\))?(?::\s?(.*))?$")
+# A class without its package, as people paste it: "RemoteTransportException: ...", "OutOfMemoryError:Metaspace".
+_SIMPLE_EXC = re.compile(r"^([A-Z][\w$]*(?:Exception|Error|Throwable))(?:\s?:\s?(.*)|\[(.*)\])?$")
 _UNCAUGHT = re.compile(r'^Exception in thread "[^"]*" ')  # the JVM's report of an uncaught exception
+# Escaped line breaks of a trace pasted from JSON ("...\n\tat ...") or a string literal.
+_ESCAPED_TRACE = re.compile(r"\\n(?:\\t|\s)*(?:at |Caused by:|Suppressed:|\.\.\. \d+ more)")
+_HTML_ENTITY = re.compile(r"&(?:quot|lt|gt|amp|apos|#\d+|#x[0-9a-fA-F]+);")
+# Widths that ticket and chat tools, terminals and mail clients wrap at: a line that long was probably cut.
+WRAP_MIN = 60
+WRAP_WIDTHS = (72, 76, 78, 80, 100, 120, 132, 160)
+MAX_MESSAGE = 8000
+# What is left of a stack frame cut by a wrap: "java:753)", "(StreamTask.java:753) ~[flink-dist-1.20.3.jar:1.20.3]".
+_FRAME_TAIL = re.compile(r"^[\w$.<>/()-]*(?:\.(?:java|scala|kt)(?::\d+)?|Native Method|Unknown Source|:\d+)\)(?:\s*~?\[[^\]]*\]?)?$|^~?\[[^\]]*\.jar[^\]]*\]$")
 _WRAPPERS = ("org.apache.flink.util.SerializedThrowable",)
 
 
@@ -39,10 +53,18 @@ def parse_exception_line(text: str) -> tuple[str, str] | None:
     ('org.apache.kafka.common.errors.DisconnectException', 'null')
     >>> parse_exception_line("Checkpoint 3 failed") is None
     True
+    >>> parse_exception_line('"RemoteTransportException: Connection unexpectedly closed by remote task manager')[0]
+    'org.apache.flink.runtime.io.network.netty.exception.RemoteTransportException'
+    >>> parse_exception_line("OutOfMemoryError:Metaspce. The metaspace out-of-memory error has occurred.")
+    ('java.lang.OutOfMemoryError', 'Metaspce. The metaspace out-of-memory error has occurred.')
     """
-    m = _EXC.match(_UNCAUGHT.sub("", text.strip()))
+    text = _UNCAUGHT.sub("", unquote(text.strip()))
+    m = _EXC.match(text)
     if not m:
-        return None
+        simple = _SIMPLE_EXC.match(text)
+        if not simple:
+            return None
+        return qualify(simple.group(1)), (simple.group(2) or simple.group(3) or "").strip()
     cls, msg = m.group(1), (m.group(2) or "").strip()
     while cls in _WRAPPERS and msg:
         inner = _EXC.match(msg)
@@ -50,6 +72,34 @@ def parse_exception_line(text: str) -> tuple[str, str] | None:
             break
         cls, msg = inner.group(1), (inner.group(2) or "").strip()
     return cls, msg
+
+
+def unquote(text: str) -> str:
+    """A line pasted inside quotes (``"...``, ``'...'``, a mail quote ``> ``) without them."""
+    text = re.sub(r"^(?:>\s?)+", "", text)
+    if text[:1] in ("\"", "'", "`") and text[1:2] not in ("", " "):
+        text = text[1:]
+        if text[-1:] in ("\"", "'", "`"):
+            text = text[:-1]
+    return text
+
+
+def expand_escaped(text: str) -> list[str]:
+    r"""One pasted line that holds a whole trace, JSON- or HTML-escaped, as the lines it stands for.
+
+    >>> expand_escaped('"java.lang.IllegalStateException: boom\\n\\tat com.acme.A.b(A.java:1)\\nCaused by: java.io.IOException: x"')
+    ['java.lang.IllegalStateException: boom', '\tat com.acme.A.b(A.java:1)', 'Caused by: java.io.IOException: x']
+    >>> expand_escaped("Caused by: java.lang.IllegalStateException: &quot;sku&quot; is null&lt;br&gt;")
+    ['Caused by: java.lang.IllegalStateException: "sku" is null']
+    """
+    if _HTML_ENTITY.search(text):
+        text = html.unescape(text)
+        text = re.sub(r"<br\s*/?>", "\n", text)
+        text = re.sub(r"</?(?:p|div|span|pre|code|td|tr|font)[^>]*>", "", text)
+    if _ESCAPED_TRACE.search(text):
+        text = text.strip().strip('",')
+        text = text.replace("\\r\\n", "\n").replace("\\n", "\n").replace("\\t", "\t").replace('\\"', '"').replace("\\\\", "\\")
+    return [part for part in text.split("\n") if part.strip()] if "\n" in text else [text]
 
 
 @dataclass
@@ -76,7 +126,7 @@ class RawRecord:
         """A kept line that continues the previous one (a wrapped message)."""
         if self.chain:
             last = self.chain[-1]
-            last["message"] = (last["message"] + " " + text).strip()
+            last["message"] = (last["message"] + " " + text).strip()[:MAX_MESSAGE]
         elif len(self.body) < MAX_BODY:
             self.body.append(text)
 
@@ -86,18 +136,40 @@ class RecordAssembler:
 
     def __init__(self) -> None:
         self.current: RawRecord | None = None
+        # The previous kept line: its index, what it added (header, exception, frame) and its length, so a line
+        # that a ticket or chat tool wrapped onto the next one is joined back.
+        self._last: tuple[int, str, int] | None = None
 
     def feed(self, index: int, is_header: bool, text: str | None) -> RawRecord | None:
         if is_header:
             done = self._flush()
             if text is not None:
                 self.current = self._start(index, text)
+                self._last = (index, "header", len(text.rstrip()))
+            else:
+                self._last = None
             return done
         if text is None:
             return None
-        line = strip_prefix(text).strip()
+        pieces = expand_escaped(text) if ("\\n" in text or "&" in text) else [text]
+        if len(pieces) == 1:
+            return self._line(index, pieces[0], len(text.rstrip()))
+        done = None
+        for piece in pieces:  # one pasted line holding a whole trace: its records never split mid-line
+            out = self._line(index, piece, 0)
+            done = done or out
+            if out is not None and out is not done:
+                self.current.chain[:0] = out.chain  # pragma: no cover - two traces in one escaped line
+        return done
+
+    def _line(self, index: int, text: str, length: int) -> RawRecord | None:
+        unprefixed = strip_prefix(text)
+        line = unprefixed.strip()
         if not line:
             return None
+        last, self._last = self._last, None
+        # Flink indents its own continuation lines (frames, config dumps); a wrapping tool does not.
+        wrapped = bool(last) and last[0] == index - 1 and last[2] >= WRAP_MIN and not unprefixed[:1].isspace()
         caused = _CAUSED.match(line)
         if caused:
             rec = self.current or self._orphan(index)
@@ -107,6 +179,7 @@ class RecordAssembler:
                 rec.add_exception(parsed[0], parsed[1], kind)
             else:
                 rec.add_exception(caused.group(2).split(":", 1)[0].strip(), "", kind)
+            self._last = (index, "exception", length)
             return self._swap(rec)
         if _MORE.match(line):
             if self.current:
@@ -115,7 +188,13 @@ class RecordAssembler:
         if line.startswith("at "):
             if self.current and len(self.current.frames) < MAX_FRAMES:
                 self.current.frames.append(line)
+                self._last = (index, "frame", length)
             return None
+        if wrapped and self.current and self._join(last, line):
+            self._last = (index, last[1], length)
+            return None
+        if _FRAME_TAIL.match(line):
+            return None  # the rest of a wrapped frame whose start was not kept
         parsed = parse_exception_line(line)
         if parsed:
             done = None
@@ -124,6 +203,7 @@ class RecordAssembler:
                 done = self._flush()
                 self.current = self._orphan(index)
             self.current.add_exception(parsed[0], parsed[1], "top")
+            self._last = (index, "exception", length)
             return done
         rec = self.current or self._orphan(index)
         self.current = rec
@@ -133,6 +213,21 @@ class RecordAssembler:
         else:
             rec.append_text(line)
         return None
+
+    def _join(self, last: tuple[int, str, int], line: str) -> bool:
+        """Join ``line`` to what the previous (long) line added, as the tool that wrapped it had cut it."""
+        rec, kind = self.current, last[1]
+        # A cut at exactly a common width splits a word; a shorter line ended at a space.
+        sep = "" if last[2] in WRAP_WIDTHS else " "
+        if kind == "frame" and rec.frames:
+            rec.frames[-1] = rec.frames[-1] + sep + line
+        elif kind == "exception" and rec.chain:
+            rec.chain[-1]["message"] = (rec.chain[-1]["message"] + sep + line).strip()[:MAX_MESSAGE]
+        elif kind == "header" and not rec.chain and not rec.body and not parse_exception_line(line):
+            rec.message = (rec.message + sep + line)[:MAX_MESSAGE]
+        else:
+            return False
+        return True
 
     def close(self) -> RawRecord | None:
         return self._flush()
