@@ -145,10 +145,14 @@ def test_exit_codes_alone_and_planned_stops_are_not_memory_kills():
         assert get_detector(SLUG).detect(incident_from_text(text, {P + "process.size": "4g"}, "1.16.3")) == []
 
 
-def test_without_configuration_the_patch_says_what_to_collect():
+def test_an_oomkilled_without_any_configuration_names_no_cause_and_says_what_to_collect():
     [finding] = get_detector(SLUG).detect(incident_from_text(OOMKILLED))
-    assert finding.root_cause.slug == "jvm-overhead-too-small" and finding.confidence < 0.9
+    # nothing shows the overhead at its defaults or RocksDB bounded: no cause is named
+    assert finding.root_cause.slug == "undetermined" and finding.confidence < 0.5
     assert [p.target for p in finding.patches] == ["ops"]
+    assert "Collect next: the flink-conf.yaml / config.yaml" in finding.summary
+    assert "kubectl describe pod" in finding.summary and "VM.native_memory summary" in finding.summary
+    assert "JVM overhead at its defaults" not in finding.summary
 
 
 @pytest.mark.parametrize("version,spelled", [((1, 12), "+++ b/flink-conf.yaml"), ((2, 0), "+++ b/config.yaml")])

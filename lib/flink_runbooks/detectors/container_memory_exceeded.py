@@ -76,6 +76,21 @@ class ContainerMemoryExceeded(Detector):
                   "The killed container is the JobManager's (YARN container _000001, a jobmanager pod).",
                   patches=("flink:jobmanager.memory.jvm-overhead.max", "flink:jobmanager.memory.jvm-overhead.min",
                            "flink:jobmanager.memory.process.size", "flink:jobmanager.memory.*")),
+        RootCause("undetermined",
+                  "A TaskManager container was killed for memory, but the incident holds no memory configuration, "
+                  "so which pool outgrew its budget cannot be told.",
+                  "A kill for physical memory / OOMKilled without the TaskManager's memory configuration (no config "
+                  "file, no 'Final TaskExecutor Memory configuration' block in the logs).",
+                  patches=("ops:TaskManager memory configuration",),
+                  would_change="With the configuration, an overhead at its defaults points at the JVM overhead, "
+                               "RocksDB with memory.managed: false at RocksDB, a container limit below the process "
+                               "size at the container.",
+                  next_evidence="the flink-conf.yaml / config.yaml the TaskManagers ran with, or the start of a "
+                                "TaskManager log (its 'Final TaskExecutor Memory configuration' block); the pod's "
+                                "limits (`kubectl describe pod <taskmanager-pod>`, or the YARN container size); the "
+                                "state backend in use; for native growth, Native Memory Tracking "
+                                "(env.java.opts.taskmanager: -XX:NativeMemoryTracking=summary, then "
+                                "`jcmd <pid> VM.native_memory summary`)."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -107,7 +122,7 @@ class ContainerMemoryExceeded(Detector):
                 ev = config_evidence(incident, key, "RocksDB memory setting")
                 if ev is not None:
                     evidence.append(ev)
-        finding = self.finding(cause, summary, [], confidence=0.9 if mem is not None else 0.75, patches=patches,
+        finding = self.finding(cause, summary, [], confidence=0.9 if mem is not None else 0.4, patches=patches,
                                details=details)
         finding.evidence = evidence[:8]
         finding.first_seen = earliest_ts([k.event for k in kills] + [ev for k in kills for ev in k.supporting])
@@ -129,7 +144,10 @@ class ContainerMemoryExceeded(Detector):
         rocks = rocksdb_memory(incident, mem)
         if rocks is not None and rocks.problem is not None:
             return "rocksdb-native-memory"
-        if mem is not None and (mem.overhead >= OVERHEAD_DEFAULT_MAX or _overhead_raised(incident)):
+        if mem is None:
+            # Without the configuration nothing shows the overhead at its defaults or RocksDB bounded: no cause.
+            return "undetermined"
+        if mem.overhead >= OVERHEAD_DEFAULT_MAX or _overhead_raised(incident):
             return "native-memory-outside-budget"
         return "jvm-overhead-too-small"
 
@@ -181,8 +199,8 @@ class ContainerMemoryExceeded(Detector):
             patches.append(self.ops_patch(
                 "TaskManager memory configuration",
                 "The TaskManager memory configuration is not in the incident: add the flink-conf.yaml/config.yaml "
-                "or the TaskManager log (its 'Final TaskExecutor Memory configuration' block) to get computed sizes. "
-                "Meanwhile raise taskmanager.memory.jvm-overhead.min (and .max) by the excess the platform reports."))
+                "or the TaskManager log (its 'Final TaskExecutor Memory configuration' block) to get computed sizes "
+                "and a cause; no size is proposed without them."))
             return patches, None
         if cause == "container-smaller-than-process":
             limit = min(k.physical_limit for k in kills if k.physical_limit)
@@ -274,6 +292,9 @@ class ContainerMemoryExceeded(Detector):
         elif cause == "jvm-overhead-too-small":
             text += (f" Everything outside heap, direct, managed and metaspace must fit into the "
                      f"{size_text(mem.overhead) if mem else 'default 192m-1g'} JVM overhead; it did not.")
+        elif cause == "undetermined":
+            text += (" Root cause undetermined: without the TaskManager's memory configuration nothing shows which "
+                     "pool (JVM overhead, RocksDB, the container limit) was outside the budget.")
         elif cause == "native-memory-outside-budget":
             text += (" The overhead was already raised above Flink's defaults and native memory outgrew it anyway: "
                      "look for glibc arenas or a native leak before adding more.")
