@@ -221,3 +221,11 @@ def test_healthy_and_near_miss_incidents_give_nothing(spark):
     for name in ("healthy", "gc-pressure-without-oom"):
         inc = ingest([str(example(SLUG, name))], spark)
         assert get_detector(SLUG).detect(inc) == [], name
+
+
+def test_an_oom_without_frames_or_sizes_names_no_cause_and_says_what_to_collect():
+    [finding] = get_detector(SLUG).detect(_incident(_task_oom("")))
+    assert finding.root_cause.slug == "undetermined" and finding.confidence < 0.5
+    assert "Collect next: the full stack trace from the TaskManager log" in finding.summary
+    assert not any(p.key.startswith("taskmanager.memory") for p in finding.patches)  # no size without a size
+    assert finding.would_change.startswith("Frames of the heap state backend")

@@ -71,6 +71,16 @@ class OomJavaHeap(Detector):
                   "The OOM is thrown in Flink's own code (deserialisation, serializers, sorting) or without frames, "
                   "the heap backend is not growing, and the model gives a small task heap per slot.",
                   patches=("flink:taskmanager.memory.managed.fraction", "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*")),
+        RootCause("undetermined", "A TaskManager ran out of heap, but the incident shows neither where (no frames) "
+                  "nor how big the heap was (no memory configuration).",
+                  "The OOM message alone: no stack frames, no memory settings or start-up memory breakdown.",
+                  patches=("flink:env.java.opts.taskmanager", "ops:heap dump analysis"),
+                  would_change="Frames of the heap state backend, of the job's own classes, or a task heap that the "
+                               "configuration shows to be small would each name a cause.",
+                  next_evidence="the full stack trace from the TaskManager log (the lines under the "
+                                "OutOfMemoryError), the TaskManager memory configuration (config file or its "
+                                "'Final TaskExecutor Memory configuration' log block), the state backend, and a heap "
+                                "dump (-XX:+HeapDumpOnOutOfMemoryError, then `jmap -histo` or Eclipse MAT)."),
         RootCause("jobmanager-heap", "The JobManager's heap ran out (checkpoint metadata or state kept on the "
                   "JobManager, many jobs in one session cluster, big job graphs or split enumerators).",
                   "The OOM is in the JobManager's own process: Flink's hint names jobmanager.memory.heap.size, or a "
@@ -108,8 +118,10 @@ class OomJavaHeap(Detector):
             cause = "heap-state-backend"
         elif user_top:
             cause = "user-code-holds-objects"
-        else:
+        elif frames or sizing.memory is not None:
             cause = "task-heap-too-small"
+        else:
+            cause = "undetermined"  # nothing points anywhere: no frames and no sizes
         uptimes = oom.uptimes(incident, found)
         single_array = first.message.startswith("Requested array size exceeds VM limit")
 
@@ -139,7 +151,7 @@ class OomJavaHeap(Detector):
             notes[len(evidence)] = ("the job's keyed state lives on the JVM heap" if cause == "heap-state-backend"
                                     else "heap state backend in use (not where the OOM was thrown)")
             evidence.append(backend_event)
-        confidence = 0.9 if cause != "task-heap-too-small" else (0.75 if frames or mem is not None else 0.6)
+        confidence = {"task-heap-too-small": 0.75, "undetermined": 0.4}.get(cause, 0.9)
         return self.finding(
             cause, summary, evidence, confidence=confidence, patches=patches, notes=notes,
             details={
@@ -186,6 +198,7 @@ class OomJavaHeap(Detector):
             "user-code-holds-objects": "The job's code keeps what it allocates: more heap only delays the next OOM if "
                                        "that collection grows without bound; take a heap dump to see what it holds.",
             "task-heap-too-small": "Nothing points at one consumer: the task heap is too small for this workload.",
+            "undetermined": "Root cause undetermined: the incident has neither the OOM's frames nor the heap's size.",
         }[cause]
 
     def _taskmanager_patches(self, incident: Incident, cause: str, sizing: oom.TaskManagerSizing, backend: str,
@@ -208,6 +221,8 @@ class OomJavaHeap(Detector):
             return patches
         factor = 2.0 if (sizing.per_slot("task_heap") or 0) < SMALL_SLOT_HEAP else 1.5
         patches += self._grow_heap(incident, sizing, backend, factor)
+        if cause == "undetermined":
+            return self._heap_dump_patches(incident, "taskmanager", frames)
         if cause == "user-code-holds-objects":
             patches += self._heap_dump_patches(incident, "taskmanager", frames)
         return patches
