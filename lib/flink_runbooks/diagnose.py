@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from flink_runbooks.detectors import Detector, all_detectors, get_detector
-from flink_runbooks.model import Finding, Incident
+from flink_runbooks.detectors import Detector, all_detectors, get_detector, slugs
+from flink_runbooks.model import Evidence, Finding, Incident, RootCause, earliest_ts
 
 
 @dataclass
@@ -27,7 +27,7 @@ def run_detectors(incident: Incident, detectors: Sequence[Detector] | None = Non
             diagnosis.findings.extend(detector.detect(incident))
         except Exception as exc:  # one broken detector must not hide the others' findings
             diagnosis.errors.append(f"detector {detector.slug} failed: {type(exc).__name__}: {exc}")
-    diagnosis.findings = explained_away(diagnosis.findings)
+    diagnosis.findings = recognised_by_wording(incident, explained_away(diagnosis.findings))
     order_findings(diagnosis.findings)
     return diagnosis
 
@@ -69,3 +69,64 @@ def order_findings(findings: list[Finding]) -> None:
 
     findings.sort(key=rank)
     findings[0].primary = True
+
+
+# What a runbook's judgement reads besides Flink's message, so a finding made from the message alone can say what
+# is unknown.
+_NEEDS = {
+    "checkpoint-declined-task-not-ready": "how many checkpoint triggers were aborted and whether the tasks were still "
+                                          "deploying or restoring (the JobManager log around the declines)",
+    "checkpoint-sync-phase-failure": "the operator whose snapshot failed and the deepest cause under it (the "
+                                     "TaskManager log of the failing task)",
+    "checkpoint-async-materialize-failure": "the storage error under the failed snapshot and whether checkpoints "
+                                            "kept failing (the TaskManager and JobManager logs)",
+    "checkpoint-expired": "the checkpoint timeout, the checkpoint history and the back pressure at the time",
+    "checkpoint-tolerable-failure-threshold": "which checkpoint failures counted against the threshold (the "
+                                              "JobManager log before it)",
+    "restart-strategy-exhausted": "the faults of the earlier attempts and the restart strategy in force",
+    "taskmanager-lost": "the log of the lost TaskManager and the JobManager's view of it",
+    "tm-heartbeat-timeout": "the TaskManager's log and GC log at the time of the timeout",
+    "no-resource-available": "the slots offered and requested (the JobManager and ResourceManager log)",
+}
+_DEFAULT_NEEDS = "the JobManager and TaskManager logs of the failure episode and the Flink configuration"
+
+
+def recognised_by_wording(incident: Incident, findings: list[Finding]) -> list[Finding]:
+    """Turn ``unrecognised-failure`` into a low-confidence finding of the catalogued runbook whose Flink wording
+    (:mod:`~flink_runbooks.parse.flink_messages`) the first fault holds, when that runbook's own judgement could not
+    decide from what the logs show (an excerpt without the timeline, a count of failures, the configuration)."""
+    unrecognised = next((f for f in findings if f.runbook == UNRECOGNISED), None)
+    if unrecognised is None:
+        return findings
+    from flink_runbooks.evidence.episodes import failure_events, first_fault
+    from flink_runbooks.parse.flink_messages import recognise
+
+    first = first_fault(incident)
+    events = ([first] if first is not None else []) + [ev for ev in failure_events(incident) if ev is not first]
+    for ev in events:
+        # The deepest cause first: the wording nearest the origin names the failure, wrappers only carry it.
+        texts = [f"{c.cls}: {c.message}" for c in reversed(ev.chain) if c.kind != "suppressed"] + [ev.message]
+        for text in texts:
+            found = [w for w in recognise(text) if w.runbook in slugs()
+                     and (w.runbook != "restart-strategy-exhausted" or text == texts[-1])]
+            if found:
+                wording = found[0]
+                return [f for f in findings if f is not unrecognised] + [_wording_finding(incident, ev, wording, text)]
+    return findings
+
+
+def _wording_finding(incident: Incident, event, wording, text: str) -> Finding:
+    detector = get_detector(wording.runbook)
+    declared = next((rc for rc in detector.root_causes if rc.slug == "undetermined"), None)
+    needs = _NEEDS.get(wording.runbook, _DEFAULT_NEEDS)
+    cause = declared or RootCause("undetermined", "Recognised from Flink's own message; the logs lack what tells "
+                                                  "this runbook's causes apart.", next_evidence=needs)
+    summary = (f"The logs hold Flink's own message for this failure ({text[:240].rstrip('.')}; "
+               f"{wording.source}, Flink {wording.versions}), but not what this runbook reads to name a root cause: "
+               f"{needs}. Reported at low confidence until that is collected.")
+    return Finding(
+        runbook=detector.slug, title=detector.title, root_cause=cause, summary=summary, confidence=0.35,
+        evidence=[Evidence.of(event, f"Flink's wording ({wording.versions}): {wording.pattern[:80]}")],
+        severity="failure", first_seen=earliest_ts([event]),
+        details={"recognised_by": wording.source, "flink_versions": wording.versions, "unknown": needs},
+    )

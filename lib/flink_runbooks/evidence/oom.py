@@ -48,9 +48,12 @@ USER_JAR_FRAME_PREFILTER = (r"\[blob_p-[0-9a-f]+-[0-9a-f]+:|"
 
 OOM = "java.lang.OutOfMemoryError"
 KINDS: dict[str, re.Pattern[str]] = {
-    "heap": re.compile(r"^(?:Java heap space|GC overhead limit exceeded|Requested array size exceeds VM limit)"),
-    "direct": re.compile(r"Direct buffer memory|bytes of direct buffer memory"),
-    "metaspace": re.compile(r"^(?:Metaspace|Compressed class space)"),
+    # Flink's enrichment text (1.10+) names the pool too, so a mistyped pool name in a pasted message still counts.
+    "heap": re.compile(r"^(?:Java heap space|GC overhead limit exceeded|Requested array size exceeds VM limit)"
+                       r"|A heap space-related out-of-memory error has occurred"),
+    "direct": re.compile(r"Direct buffer memory|bytes of direct buffer memory|The direct out-of-memory error has occurred"),
+    "metaspace": re.compile(r"^(?:Metaspace|Compressed class space)|The metaspace out-of-memory error has occurred"
+                            r"|memory\.jvm-metaspace\.size' configuration option should be increased"),
 }
 # a wrapper whose message is the OOM itself (``ExecutionException: java.lang.OutOfMemoryError: ...``), not a text
 # that merely mentions one

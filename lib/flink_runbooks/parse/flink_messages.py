@@ -280,7 +280,7 @@ WORDINGS: tuple[Wording, ...] = (
     Wording("checkpoint-sync-phase-failure", r"Could not perform checkpoint \d+ for operator .+",
             "1.4 – 2.x", "StreamTask#triggerCheckpointOnBarrier / performCheckpoint",
             "java.lang.Exception: Could not perform checkpoint 42 for operator Sink: kafka-out (3/4)."),
-    Wording("checkpoint-sync-phase-failure", r"Task has failed\.|TASK_CHECKPOINT_FAILURE|Task local checkpoint failure\.",
+    Wording("checkpoint-sync-phase-failure", r"Task local checkpoint failure\.",
             "1.9 – 2.x", "CheckpointFailureReason.TASK_CHECKPOINT_FAILURE",
             "org.apache.flink.runtime.checkpoint.CheckpointException: Task local checkpoint failure."),
     # -- checkpoint-async-materialize-failure
