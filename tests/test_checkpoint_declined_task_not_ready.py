@@ -108,7 +108,7 @@ def test_restart_loop_points_at_the_first_fault():
 
 
 def test_seed_003_decline_that_fails_tasks_up_to_1_8(spark):
-    inc = ingest([str(example(SLUG, "seed-restart-loop"))], spark)
+    inc = ingest([str(example(SLUG, "restart-loop-1.8"))], spark)
     diagnosis = run_detectors(inc)
     f = diagnosis.primary
     assert (f.runbook, f.root_cause.slug, f.severity) == (SLUG, "tasks-restoring", "failure")

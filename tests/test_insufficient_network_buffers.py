@@ -111,7 +111,7 @@ def test_near_misses_give_nothing():
 
 
 def test_example_seed_segment_size_through_spark(spark):
-    inc = ingest([str(example(SLUG, "seed-segment-size-2mb-v1.11"))], spark)
+    inc = ingest([str(example(SLUG, "segment-size-2mb-v1.11"))], spark)
     primary = run_detectors(inc).primary
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "segment-size-enlarged")
     assert primary.details["total_buffers"] == 171 and primary.details["segment_size"] == "2m"

@@ -85,3 +85,56 @@ def test_notebook_parameters_point_it_at_another_incident(tmp_path):
     text = _outputs(nb)
     assert "does not apply to this incident" in text
     assert "Nothing to change." in text
+
+
+# A runbook reference: a backticked name on a "Related runbooks" line, "the <slug> runbook", "see <slug>", or a link
+# to a runbook page or notebook. Config keys (with dots) are never references.
+_SLUG = r"[a-z0-9]+(?:-[a-z0-9]+)+"
+_REFERENCES = (
+    re.compile(rf"`({_SLUG})`(?=[^\n]*)"),  # only applied to "Related runbooks" lines
+    re.compile(rf"\b(?:the|see|See) `?({_SLUG})`? runbook"),
+    re.compile(rf"\b({_SLUG}) runbook\b"),
+    re.compile(rf"\(see `?({_SLUG})`?\)"),
+    re.compile(rf"runbooks/({_SLUG})\.(?:ipynb|html)"),
+    re.compile(rf"\]\(({_SLUG})\.html\)"),
+)
+# Words that are followed by "runbook" in prose without being one ("the memory runbook" is not a slug anyway).
+_NOT_SLUGS = {"oom-*", "comma-separated"}
+
+
+def runbook_references(text: str) -> set[str]:
+    found: set[str] = set()
+    for line in text.splitlines():
+        if "Related runbooks" in line:
+            found |= set(_REFERENCES[0].findall(line))
+        for rx in _REFERENCES[1:]:
+            found |= set(rx.findall(line))
+    return found - _NOT_SLUGS
+
+
+def _texts_that_reference_runbooks() -> list[tuple[str, str]]:
+    texts = []
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        texts.append((path.name, "\n".join(c.source for c in nb.cells)))
+    for path in sorted((ROOT / "lib" / "flink_runbooks").rglob("*.py")):
+        texts.append((str(path.relative_to(ROOT)), path.read_text()))
+    for path in sorted((ROOT / "lib" / "flink_runbooks" / "apps").rglob("*.j2")):
+        texts.append((str(path.relative_to(ROOT)), path.read_text()))
+    texts.append(("README.md", (ROOT / "README.md").read_text()))
+    return texts
+
+
+def test_the_reference_finder_sees_each_kind_of_reference():
+    text = ("- Related runbooks: `oom-java-heap`, `no-such-runbook`.\n"
+            "see the hdfs-datanode-failure runbook, or (see `tm-memory-misconfiguration`); [x](gone-away.html)\n"
+            "`execution.checkpointing.dir` and `restart-strategy` are keys, not references")
+    assert runbook_references(text) == {"oom-java-heap", "no-such-runbook", "hdfs-datanode-failure",
+                                        "tm-memory-misconfiguration", "gone-away"}
+
+
+def test_every_runbook_reference_names_a_runbook_of_the_catalogue():
+    known = set(slugs())
+    dangling = [f"{name}: {ref}" for name, text in _texts_that_reference_runbooks()
+                for ref in sorted(runbook_references(text)) if ref not in known]
+    assert not dangling, "references to runbooks that do not exist:\n" + "\n".join(dangling)

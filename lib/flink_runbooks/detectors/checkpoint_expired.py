@@ -13,7 +13,7 @@ from flink_runbooks.detectors.base import Detector
 TIMEOUT_KEY = "execution.checkpointing.timeout"
 DEFAULT_TIMEOUT_MS = 600_000
 TOLERABLE_KEY = "execution.checkpointing.tolerable-failed-checkpoints"
-SEED_TOLERABLE = 3  # what the seed deployment settled on: rides out an isolated expiry, still fails on an outage
+TOLERABLE = 3  # rides out an isolated expiry, still fails on an outage (a production deployment settled on 3)
 
 EXPIRED_TEXT = re.compile(r"[Cc]heckpoint expired before completing|expired before completing")
 LATE_ACK = re.compile(
@@ -305,9 +305,9 @@ class CheckpointExpired(Detector):
                     "Checkpoints that take about as long as the interval run back to back; a pause guarantees the "
                     "job progress between them."))
         tolerable = cfg.get_int(TOLERABLE_KEY) or 0
-        if failed_over and tolerable < SEED_TOLERABLE:
+        if failed_over and tolerable < TOLERABLE:
             patches.append(self.flink_patch(
-                incident, TOLERABLE_KEY, str(SEED_TOLERABLE),
+                incident, TOLERABLE_KEY, str(TOLERABLE),
                 "Let an isolated expiration pass instead of failing the job over (consecutive ones still fail it)."))
         return patches
 

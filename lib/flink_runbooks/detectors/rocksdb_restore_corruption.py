@@ -219,7 +219,7 @@ class RocksDBRestoreCorruption(Detector):
             patches.append(self.flink_patch(
                 incident, LOCAL_RECOVERY_KEY, "true",
                 "Task-local recovery: a task that fails over to the same TaskManager restores from its local copy "
-                "instead of downloading the checkpoint (the seed deployment's fix). It does not help when the "
+                "instead of downloading the checkpoint (what a production Flink 1.16 deployment hitting this error did). It does not help when the "
                 "TaskManager is lost. " + ALIGNED_ONLY
                 + (" This job enables unaligned checkpoints, so it would gain nothing until they are off."
                    if unaligned else "")))

@@ -28,7 +28,7 @@ NO_CHECKPOINT_ON_RESTORE = re.compile(r"No checkpoint found during restore")
 NOT_DISCARDED = re.compile(r"Checkpoint with ID (?P<id>\d+) at '(?P<path>[^']+)' not discarded")
 
 # Trigger aborts because tasks are not running, every generation's wording (verified against 1.14 – 2.0 classes;
-# the 1.9 – 1.13 and ≤ 1.8 wordings are the ones quoted in the reference catalogue and seed 003).
+# the 1.9 – 1.13 and ≤ 1.8 wordings are the ones quoted in the reference catalogue and a Flink 1.8 user report).
 NOT_RUNNING_STATE = re.compile(
     r"Checkpoint triggering task (?P<task>.+?) of job (?P<job>[0-9a-f]{32}|\S+) is not in state RUNNING but "
     r"(?P<state>[A-Z_]+) instead")
