@@ -116,7 +116,8 @@ def test_kafka_sink_rejecting_pending_records_is_a_connector_flush_failure():
 def test_cut_off_trace_is_an_unknown_cause():
     text = task_failure(7)
     [finding] = detect(text, version="1.18.1")
-    assert finding.root_cause.slug == "unknown-cause" and finding.confidence == 0.5
+    assert finding.root_cause.slug == "undetermined" and finding.confidence == 0.5
+    assert "Collect next: the failing task's full stack trace" in finding.summary
 
 
 def test_debug_line_of_a_cancelled_task_is_not_a_failure():

@@ -82,10 +82,14 @@ class CheckpointAsyncMaterializeFailure(Detector):
                   patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
                            "code:CheckpointConfig#setTolerableCheckpointFailureNumber",
                            "ops:state objects and serializers")),
-        RootCause("unknown-cause",
+        RootCause("undetermined",
                   "The logs show the materialize failure but not what failed underneath.",
                   "The trace stops at 'Could not materialize checkpoint' (an excerpt, or the TaskManager log is "
-                  "missing)."),
+                  "missing).",
+                  next_evidence="the TaskManager log of the failing task around the checkpoint (the 'Caused by' "
+                                "lines under 'Could not materialize checkpoint N'), and whether the same checkpoint "
+                                "was declined or expired in the JobManager log "
+                                "(`grep -n \"checkpoint N\" jobmanager*.log`)."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -104,7 +108,7 @@ class CheckpointAsyncMaterializeFailure(Detector):
         if not subject:
             return []
         judged = [(f, *self._judge(incident, f)) for f in subject]
-        lead, cause, prior, confidence = next((j for j in judged if j[1] != "unknown-cause"), judged[0])
+        lead, cause, prior, confidence = next((j for j in judged if j[1] != "undetermined"), judged[0])
         severity = "failure" if failing else "warning"
         legacy = is_legacy(incident, [ev for f in subject for ev in f.events])
         streak = longest_failed_streak(history)
@@ -168,7 +172,7 @@ class CheckpointAsyncMaterializeFailure(Detector):
             return "storage-io-error", None, 0.8
         if SERIALIZATION.search(failure.cause or ""):
             return "state-serialization-failure", None, 0.8
-        return "unknown-cause", None, 0.5
+        return "undetermined", None, 0.5
 
     def _summary(self, cause: str, lead: SnapshotFailure, subject: list[SnapshotFailure], severity: str,
                  prior: Event | None, tolerable: int | None, streak: int) -> str:

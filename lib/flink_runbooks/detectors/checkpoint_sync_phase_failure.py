@@ -86,10 +86,12 @@ class CheckpointSyncPhaseFailure(Detector):
                   "A frame of a job class in snapshotState/prepareSnapshotPreBarrier, or a programming error "
                   "(NullPointerException, IllegalStateException...) as the deepest cause.",
                   patches=("ops:job code",)),
-        RootCause("unknown-cause",
+        RootCause("undetermined",
                   "The logs show the failed snapshot but not what failed underneath.",
                   "The trace stops at 'Could not perform checkpoint' / 'Could not complete snapshot'.",
-                  patches=("ops:full stack trace",)),
+                  patches=("ops:full stack trace",),
+                  next_evidence="the failing task's full stack trace in its TaskManager log (the 'Caused by' lines "
+                                "under 'Could not complete snapshot N')."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -97,7 +99,7 @@ class CheckpointSyncPhaseFailure(Detector):
         if not failures:
             return []
         judged = [(f, *self._judge(f)) for f in failures]
-        lead, cause, confidence, where = next((j for j in judged if j[1] != "unknown-cause"), judged[0])
+        lead, cause, confidence, where = next((j for j in judged if j[1] != "undetermined"), judged[0])
         history = checkpoint_history(incident)
         last_ok = last_completed_before(history, min((ev.ts for ev in lead.events if ev.ts), default=None))
         legacy = is_legacy(incident)
@@ -147,10 +149,10 @@ class CheckpointSyncPhaseFailure(Detector):
         wrappers_only = all(PERFORM_OR_COMPLETE.search(f"{c.cls}: {c.message}")
                             for ev in failure.events for c in ev.chain if c.kind != "suppressed")
         if wrappers_only:
-            return "unknown-cause", 0.5, None
+            return "undetermined", 0.5, None
         if PROGRAMMING_ERROR.search(deepest) or not FRAMEWORK.match(deepest):
             return "user-code-failure", 0.6, None
-        return "unknown-cause", 0.5, None
+        return "undetermined", 0.5, None
 
     def _summary(self, cause: str, lead: SnapshotFailure, failures: list[SnapshotFailure],
                  last_ok: CheckpointAttempt | None, where: str | None, legacy: bool | None) -> str:
