@@ -41,6 +41,7 @@ from flink_runbooks.detectors import Detector, all_detectors
 from flink_runbooks.model import Finding
 from flink_runbooks.notebook import PROJECT_ROOT
 from flink_runbooks.parse.redact import redact_text
+from flink_runbooks.render.decision_table import decision_table_html
 from flink_runbooks.apps.triage import KERNEL
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
@@ -787,6 +788,8 @@ def render_site(out: pathlib.Path, runbooks: Sequence[Runbook], executions: dict
             "current": "keys", "sections": key_sections(patched), "renames": key_renames(patched),
             "kafka": [k for k in patched if k.target == "kafka"], "pages": {rb.slug: rb.page for rb in runbooks}}),
         "trace.html": ("page-trace.html.j2", {"current": "trace"}),
+        "decisions.html": ("page-decisions.html.j2", {
+            "current": "decisions", "table": decision_table_html(pages={rb.slug: rb.page for rb in runbooks})}),
     }
     for name, (template, extra) in page_specs.items():
         _write_page(out / name, env.get_template(template).render(**context, **extra))

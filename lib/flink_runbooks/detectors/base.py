@@ -8,6 +8,11 @@ from flink_runbooks.model import Event, Evidence, Finding, Incident, Patch, Root
 from flink_runbooks.parse import keys
 
 
+# The whole exception chain of an evidence record (message and every "Caused by", not the frames): the deepest cause
+# is usually the line that proves the verdict, so it must not be cut off.
+EVIDENCE_TEXT_LIMIT = 4000
+
+
 class Detector:
     """Judge one kind of failure from structured evidence.
 
@@ -77,7 +82,8 @@ class Detector:
     ) -> Finding:
         evs = list(events)
         notes = notes or {}
-        evidence = [Evidence.of(ev, notes.get(i, "")) for i, ev in enumerate(evs[:max_evidence])]
+        evidence = [Evidence.of(ev, notes.get(i, ""), limit=EVIDENCE_TEXT_LIMIT)
+                    for i, ev in enumerate(evs[:max_evidence])]
         rc = self.cause(cause)
         patches = list(patches)
         self.check_declared(cause, patches)

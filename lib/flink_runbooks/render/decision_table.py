@@ -7,7 +7,9 @@ cannot drift from the code).
 from __future__ import annotations
 
 import argparse
+import html
 import pathlib
+import re
 import sys
 
 from flink_runbooks.detectors import all_detectors
@@ -104,6 +106,46 @@ def decision_table(detectors: list[Detector] | None = None) -> str:
                          f"{_cell(rc.versions or d.versions)} | {_verdict_check(d, rc)} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def _inline_html(markdown_cell: str) -> str:
+    """One table cell of the Markdown above as HTML: escaped text, `code` spans, **bold**, <br> line breaks."""
+    out = []
+    for i, part in enumerate(markdown_cell.replace("\\|", "|").split("`")):
+        if i % 2:
+            out.append(f"<code>{html.escape(part)}</code>")
+        else:
+            text = html.escape(part).replace("&lt;br&gt;", "<br>")
+            out.append(re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text))
+    return "".join(out)
+
+
+def decision_table_html(detectors: list[Detector] | None = None, pages: dict[str, str] | None = None) -> str:
+    """The same table as an HTML fragment for the site (runbook names link to their pages when ``pages`` has them)."""
+    pages = pages or {}
+    out: list[str] = []
+    for line in decision_table(detectors).splitlines()[2:]:
+        if line.startswith("## "):
+            slug = line.split("`")[1]
+            title = _inline_html(line[3:])
+            link = f'<a href="{html.escape(pages[slug])}">{title}</a>' if slug in pages else title
+            out.append(f'<h2 id="{html.escape(slug)}">{link}</h2>')
+        elif line.startswith("|---"):
+            continue
+        elif line.startswith("| root cause |"):
+            heads = [c.strip() for c in line.strip("|").split(" | ")]
+            out.append('<div class="table-scroll"><table class="decisions"><thead><tr>'
+                       + "".join(f"<th>{html.escape(h)}</th>" for h in heads) + "</tr></thead><tbody>")
+        elif line.startswith("| "):
+            cells = re.split(r"(?<!\\) \| ", line[2:-2])
+            out.append("<tr>" + "".join(f"<td>{_inline_html(c)}</td>" for c in cells) + "</tr>")
+        elif not line and out and out[-1].startswith("<tr>"):
+            out.append("</tbody></table></div>")
+        elif line:
+            out.append(f"<p>{_inline_html(line)}</p>")
+    if out and out[-1].startswith("<tr>"):
+        out.append("</tbody></table></div>")
+    return "\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
