@@ -31,21 +31,38 @@ def example(slug: str, name: str) -> pathlib.Path:
 
 
 def incident_from_text(text: str, config: dict[str, str] | None = None, version: str | None = None, file: str = "jobmanager.log"):
-    """A small incident built in Python for detector unit tests (the Spark path is covered by test_ingest)."""
+    """A small incident built in Python for detector unit tests: every line kept (no pre-filter), records assembled
+    and converted to events (redaction included) by the same code as the Spark path."""
+    from flink_runbooks.collect.ingest import _to_event
     from flink_runbooks.parse.config import ConfigSource, EffectiveConfig
-    from flink_runbooks.model import ChainLink, Event, Incident
+    from flink_runbooks.model import Incident
     from flink_runbooks.parse.records import assemble
 
     events = []
     for rec in assemble(text.splitlines()):
-        events.append(Event(file=file, line=rec.line_index + 1, ts=rec.ts, level=rec.level, logger=rec.logger,
-                            thread=rec.thread, message=rec.message,
-                            chain=[ChainLink(c["cls"], c["message"], c["kind"]) for c in rec.chain],
-                            frames=rec.frames, body=rec.body, truncated=rec.truncated, role="jobmanager"))
+        row = dict(vars(rec), file=file)
+        event = _to_event(row, 0)
+        event.role = "jobmanager"
+        events.append(event)
     cfg = EffectiveConfig()
     for key, value in (config or {}).items():
         cfg.add(key, value, ConfigSource("file", "flink-conf.yaml", 1))
     return Incident(events=events, config=cfg, flink_version=version)
+
+
+def incident_from_files(directory, files: dict[str, str], version: str | None = None):
+    """An incident read from files through the real ingestion (pre-filter, assembly, roles, version, redaction), in
+    this process: the shapes a user pastes, without starting Spark."""
+    import pathlib
+
+    from flink_runbooks.collect.ingest import ingest
+
+    directory = pathlib.Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text(text)
+    return ingest([str(directory)], flink_version=version)
 
 
 def expected_incidents():

@@ -43,11 +43,17 @@ PREFIX = (
 # a level), never to decide that a plain line is a record.
 GENERIC_PREFIX = r"(?:.{0,80}?(?:[\s|:>\]\"'(,]|&quot;|&#39;|&gt;))"
 
+# What follows a record's time stamp: its level, a thread in brackets, a second time stamp (kubectl), a JSON body,
+# ": " or " - ", or nothing. Not a runtime's stream column ("stdout F") nor a stack-trace line: a Kubernetes
+# prefix before a frame is not a record start.
+_TS_TAIL = r"(?:\s*$|\s+(?:" + _LEVEL + r"\b|\[|\d{4}-\d{2}-\d{2}|\{)|:\s|\s+-\s)"
+
 PREFIX_JAVA = "^" + PREFIX
 # A line that starts a record: a timestamp (after an optional prefix), a bare level followed by " [" or " -"
 # (start-up script output), or a JSON object.
 HEADER_JAVA = (
-    r"^(?:(?:" + PREFIX + r")?(?:\[[^\]]{0,80}\] ?)?(?:" + _TS + r"|" + _LEVEL + r"\s+(?:\[[^\]]*\]\s+)?-\s|\{\s*\")"
+    r"^(?:(?:" + PREFIX + r")?(?:\[[^\]]{0,80}\] ?)?(?:" + _TS + _TS_TAIL + r"|" + _LEVEL + r"\s+(?:\[[^\]]*\]\s+)?-\s|" + _LEVEL
+    + r"\s+[a-zA-Z_$][\w$]*(?:\.[\w$]+)+\s+(?:\[[^\]]*\]\s+)?-\s|\{\s*\")"
     r"|" + GENERIC_PREFIX + r"\s*" + _TS + r"\s+(?:\[[^\]]*\]\s+)?" + _LEVEL + r"\s)"
 )
 # Exception classes: qualified (``java.io.IOException``, ``o.a.f.r.JobException``), or a simple name as people
@@ -59,7 +65,8 @@ _SIMPLE_CLASS = r"[A-Z][\w$]*(?:Exception|Error|Throwable)(?:\s?:|\[)"
 # prefix, or behind any short prefix ending in a separator (quotes, JSON and HTML escapes included).
 EXCEPTION_LINE_JAVA = (
     r"^(?:" + PREFIX + r"|" + GENERIC_PREFIX + r")?\s*(?:Exception in thread \"[^\"]*\" )?"
-    r"(?:Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames omitted)|" + _QUALIFIED_CLASS + r"|" + _SIMPLE_CLASS + r")"
+    r"(?:Caused by:|Suppressed:|\.\.\. \d+ (?:more|common frames omitted)|" + _QUALIFIED_CLASS + r"|" + _SIMPLE_CLASS
+    + r"|(?:[a-z_$][\w$]*\.){2,}[\w$]+$)"  # the last: a class name a wrap cut in two
 )
 # "key = value" lines of a Kafka ConsumerConfig/ProducerConfig dump, "key=value" lines after "-D" on a command line.
 CONFIG_LINE_JAVA = r"^(?:" + PREFIX + r")?\s+[a-z][\w.-]*\s?=\s?\S*"
@@ -77,7 +84,11 @@ _LOG4J = re.compile(
     r"\s*(?P<mdc>\[[^\]]*\])?\s*-\s?(?P<msg>.*)$"
 )
 _BARE = re.compile(r"^(?P<level>" + _LEVEL + r")\s+(?P<mdc>\[[^\]]*\])?\s*-\s?(?P<msg>.*)$")
+# A record whose time stamp was left out (a paste without the first column): level, logger, optional MDC, " - ".
+_NO_TS = re.compile(r"^(?P<level>" + _LEVEL + r")\s+(?P<logger>[a-zA-Z_$][\w$]*(?:\.[\w$]+)+)\s+(?:\[[^\]]*\]\s+)?-\s?(?P<msg>.*)$")
 _TS_ONLY = re.compile(r"^(?P<ts>" + _TS + r")\s+(?P<msg>.*)$")
+# A record start whose rest was wrapped onto the next line: only the time stamp and level (and maybe the logger).
+_CUT = re.compile(r"^(?P<ts>" + _TS + r")\s+(?P<level>" + _LEVEL + r")(?:\s+(?P<logger>[\w$.]+))?\s*$")
 _JAVA_CLASS = re.compile(r"^(?:[a-zA-Z_$][\w$]*\.)+(?:[A-Z][\w$]*)?(?:Exception|Error|Throwable|Failure)\b")
 _SIMPLE_CLASS_RE = re.compile(_SIMPLE_CLASS)
 # A record start recognised only behind an unknown prefix (the generic alternative of HEADER_JAVA).
@@ -211,9 +222,29 @@ def parse_header(line: str) -> Header | None:
     m = _BARE.match(body)
     if m:
         return Header(None, _level(m.group("level")), None, None, m.group("msg"), "bare")
+    m = _NO_TS.match(body)
+    if m:
+        return Header(None, _level(m.group("level")), m.group("logger"), None, m.group("msg"), "no-timestamp")
+    m = _CUT.match(body)
+    if m:
+        return Header(normalize_ts(m.group("ts")), _level(m.group("level")), m.group("logger"), None, "", "cut")
     m = _TS_ONLY.match(body)
     if m:
         return Header(normalize_ts(m.group("ts")), None, None, None, m.group("msg"), "timestamped")
+    return None
+
+
+def docker_json_line(rec) -> str | None:
+    """The line inside a container runtime's JSON log record (docker json-file ``{"log": ..., "stream": ...}``)."""
+    if isinstance(rec, str):
+        if not rec.startswith('{"log"'):
+            return None
+        try:
+            rec = json.loads(rec)
+        except ValueError:
+            return None
+    if isinstance(rec, dict) and isinstance(rec.get("log"), str) and ("stream" in rec or "time" in rec):
+        return rec["log"].rstrip("\r\n")
     return None
 
 
@@ -240,6 +271,10 @@ def _parse_json(text: str) -> Header | None:
         return None
     if not isinstance(rec, dict):
         return None
+    inner = docker_json_line(rec)
+    if inner is not None:
+        header = parse_header(inner)
+        return header if header is not None else Header(None, None, None, None, inner.strip(), "json-file")
 
     def pick(name: str):
         for key in _JSON_FIELDS[name]:
@@ -255,6 +290,9 @@ def _parse_json(text: str) -> Header | None:
         import datetime as _dt
         ts = _dt.datetime.fromtimestamp(ts / 1000 if ts > 1e11 else ts, _dt.timezone.utc).isoformat()
     exc = pick("exception")
+    if exc is None:  # a field name nobody anticipated: any value that is a whole stack trace
+        exc = next((v for v in rec.values() if isinstance(v, str) and "\n" in v
+                    and (_JAVA_CLASS.match(v.lstrip()) or _SIMPLE_CLASS_RE.match(v.lstrip()))), None)
     if isinstance(exc, dict):  # log4j2 JsonLayout "thrown": {name, message, extendedStackTrace...}
         parts = [f"{exc.get('name', '')}: {exc.get('message', '')}".strip(": ")]
         exc = "\n".join(parts + [str(v) for k, v in exc.items() if k in ("extendedStackTrace", "stackTrace") and isinstance(v, str)])
@@ -274,6 +312,8 @@ def _parse_json(text: str) -> Header | None:
 
 # A line that starts with whitespace behind any known prefix: Flink's own continuation (a frame, a config dump).
 _INDENTED_JAVA = r"^(?:" + PREFIX + r")?\s"
+# A record start cut right after its level or logger (the rest wrapped onto the next line).
+_CUT_HEADER_JAVA = r"^(?:" + PREFIX + r")?" + _TS + r"\s+" + _LEVEL + r"(?:\s+[\w$.]+)?\s*$"
 
 
 def widen_kept(texts, header, keep):
@@ -281,9 +321,9 @@ def widen_kept(texts, header, keep):
 
     * A batch without any record header is an excerpt or a layout nobody anticipated: every line is read, so its
       exceptions are parsed line by line instead of being dropped.
-    * A line a ticket or chat tool wrapped onto the next one (a non-indented line after a long one) is kept when
-      the line it continues is kept or starts a record, and a record start whose wrapped rest is kept is kept too,
-      so the assembler can join them back.
+    * A line a ticket or chat tool wrapped onto the next one (a non-indented line after a long one, or after a record
+      start cut right after its level) belongs with the line before it: a record start and the lines wrapped from it
+      are kept together when any of them is kept, so the assembler can join them back.
     """
     import numpy as np
     import pyarrow.compute as pc
@@ -295,17 +335,13 @@ def widen_kept(texts, header, keep):
         return np.ones(n, dtype=bool)
     lengths = pc.utf8_length(texts).fill_null(0).to_numpy(zero_copy_only=False)
     indented = pc.match_substring_regex(texts, re2(_INDENTED_JAVA)).fill_null(True).to_numpy(zero_copy_only=False)
+    cut = pc.match_substring_regex(texts, re2(_CUT_HEADER_JAVA)).fill_null(False).to_numpy(zero_copy_only=False)
     continues = np.zeros(n, dtype=bool)
-    continues[1:] = lengths[:-1] >= 60
+    continues[1:] = (lengths[:-1] >= 60) | cut[:-1]
     continues &= ~header & ~indented & (lengths > 0)
-    out = keep.copy()
-    for _ in range(4):  # a record wrapped over several lines
-        before = np.zeros(n, dtype=bool)
-        before[1:] = out[:-1] | header[:-1]
-        after = np.zeros(n, dtype=bool)
-        after[:-1] = out[1:] & continues[1:]
-        widened = out | (continues & before) | (header & after)
-        if (widened == out).all():
-            break
-        out = widened
-    return out
+    segment = np.cumsum(~continues)  # a line and the lines wrapped from it share a segment
+    kept_segments = np.zeros(int(segment[-1]) + 1, dtype=bool)
+    np.logical_or.at(kept_segments, segment, keep)
+    # A wrapped record is kept whole: a signature cut in two by the wrap matches neither half.
+    wrapped = np.bincount(segment)[segment] >= 2
+    return keep | kept_segments[segment] | (wrapped & (continues | header))

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import html
 
 from flink_runbooks.parse.flink_messages import qualify
-from flink_runbooks.parse.layouts import parse_header, strip_prefix
+from flink_runbooks.parse.layouts import docker_json_line, parse_header, strip_prefix
+from flink_runbooks.parse.layouts import is_header as is_header_line
 
 MAX_CHAIN = 40
 MAX_FRAMES = 40
@@ -36,6 +37,8 @@ _HTML_ENTITY = re.compile(r"&(?:quot|lt|gt|amp|apos|#\d+|#x[0-9a-fA-F]+);")
 WRAP_MIN = 60
 WRAP_WIDTHS = (72, 76, 78, 80, 100, 120, 132, 160)
 MAX_MESSAGE = 8000
+# A line that is only a qualified name: the first half of a class name a wrap cut in two.
+_CUT_NAME = re.compile(r"^(?:[a-z_$][\w$]*\.){2,}[\w$]+$")
 # What is left of a stack frame cut by a wrap: "java:753)", "(StreamTask.java:753) ~[flink-dist-1.20.3.jar:1.20.3]".
 _FRAME_TAIL = re.compile(r"^[\w$.<>/()-]*(?:\.(?:java|scala|kt)(?::\d+)?|Native Method|Unknown Source|:\d+)\)(?:\s*~?\[[^\]]*\]?)?$|^~?\[[^\]]*\.jar[^\]]*\]$")
 _WRAPPERS = ("org.apache.flink.util.SerializedThrowable",)
@@ -139,13 +142,22 @@ class RecordAssembler:
         # The previous kept line: its index, what it added (header, exception, frame) and its length, so a line
         # that a ticket or chat tool wrapped onto the next one is joined back.
         self._last: tuple[int, str, int] | None = None
+        self._cut_text: str | None = None  # the text of a record start cut after its level
+        self._text: str | None = None  # a line that may be the first half of a cut class name
+        self._text_kind = "top"
 
     def feed(self, index: int, is_header: bool, text: str | None) -> RawRecord | None:
+        if text is not None and text.startswith('{"log"'):
+            # A container runtime's JSON record wraps one line of the process's output: judge that line.
+            inner = docker_json_line(text)
+            if inner is not None:
+                text, is_header = inner, is_header_line(inner)
         if is_header:
             done = self._flush()
             if text is not None:
                 self.current = self._start(index, text)
                 self._last = (index, "header", len(text.rstrip()))
+                self._cut_text = strip_prefix(text).strip() if self.current.layout in ("unknown", "cut") else None
             else:
                 self._last = None
             return done
@@ -169,8 +181,16 @@ class RecordAssembler:
             return None
         last, self._last = self._last, None
         # Flink indents its own continuation lines (frames, config dumps); a wrapping tool does not.
-        wrapped = bool(last) and last[0] == index - 1 and last[2] >= WRAP_MIN and not unprefixed[:1].isspace()
+        cut_header = (bool(last) and last[1] == "header" and self.current is not None
+                      and self.current.layout in ("unknown", "cut"))
+        wrapped = (bool(last) and last[0] == index - 1 and (last[2] >= WRAP_MIN or cut_header)
+                   and not unprefixed[:1].isspace())
         caused = _CAUSED.match(line)
+        if caused and _CUT_NAME.match(caused.group(2)) and not parse_exception_line(caused.group(2)):
+            self._text, self._text_kind = caused.group(2), "caused_by" if caused.group(1) == "Caused by" else "suppressed"
+            self._last = (index, "text", length)
+            self.current = self.current or self._orphan(index)
+            return None
         if caused:
             rec = self.current or self._orphan(index)
             parsed = parse_exception_line(caused.group(2))
@@ -197,14 +217,18 @@ class RecordAssembler:
             return None  # the rest of a wrapped frame whose start was not kept
         parsed = parse_exception_line(line)
         if parsed:
-            done = None
-            if self.current is None or any(c["kind"] == "top" for c in self.current.chain):
-                # A second top-level exception starts a new record (bare stack traces pasted back to back).
-                done = self._flush()
-                self.current = self._orphan(index)
-            self.current.add_exception(parsed[0], parsed[1], "top")
             self._last = (index, "exception", length)
-            return done
+            return self._exception(index, parsed, "top")
+        if wrapped and last[1] == "text" and self._text is not None:
+            # A class name cut in two by a wrap ("...NotReadyExcepti" / "on: Task ... was not running").
+            joined = parse_exception_line(self._text + line)
+            if joined:
+                self._last = (index, "exception", length)
+                return self._exception(index, joined, self._text_kind)
+        if _CUT_NAME.match(line):
+            self._text, self._text_kind = line, "top"
+            self._last = (index, "text", length)
+            return None
         rec = self.current or self._orphan(index)
         self.current = rec
         if re.match(r"^[a-z][\w.-]*\s?=", line) or not rec.chain:
@@ -214,16 +238,35 @@ class RecordAssembler:
             rec.append_text(line)
         return None
 
+    def _exception(self, index: int, parsed: tuple[str, str], kind: str) -> RawRecord | None:
+        self._text = None
+        done = None
+        if self.current is None or any(c["kind"] == "top" for c in self.current.chain):
+            # A second top-level exception starts a new record (bare stack traces pasted back to back).
+            done = self._flush()
+            self.current = self._orphan(index)
+        self.current.add_exception(parsed[0], parsed[1], kind)
+        return done
+
     def _join(self, last: tuple[int, str, int], line: str) -> bool:
         """Join ``line`` to what the previous (long) line added, as the tool that wrapped it had cut it."""
         rec, kind = self.current, last[1]
-        # A cut at exactly a common width splits a word; a shorter line ended at a space.
-        sep = "" if last[2] in WRAP_WIDTHS else " "
+        sep = " "
         if kind == "frame" and rec.frames:
-            rec.frames[-1] = rec.frames[-1] + sep + line
+            # A frame has no space before its closing parenthesis: the cut fell inside a name.
+            rec.frames[-1] = rec.frames[-1] + ("" if ")" not in rec.frames[-1] else " ") + line
         elif kind == "exception" and rec.chain:
             rec.chain[-1]["message"] = (rec.chain[-1]["message"] + sep + line).strip()[:MAX_MESSAGE]
-        elif kind == "header" and not rec.chain and not rec.body and not parse_exception_line(line):
+        elif kind == "header" and rec.layout in ("unknown", "cut") and not rec.chain and not rec.body and not parse_exception_line(line):
+            # A record start cut after its level or logger: read it again with its rest.
+            start = self._cut_text or rec.message
+            header = parse_header(start + " " + line)
+            if header is None:
+                rec.message = (rec.message + " " + line)[:MAX_MESSAGE]
+            else:
+                rec.ts, rec.level, rec.logger, rec.thread = header.ts, header.level, header.logger, header.thread
+                rec.message, rec.layout = header.message, header.layout
+        elif kind == "header" and not rec.chain and not rec.body and not parse_exception_line(line) and not _CUT_NAME.match(line):
             rec.message = (rec.message + sep + line)[:MAX_MESSAGE]
         else:
             return False
