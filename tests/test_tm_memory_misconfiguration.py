@@ -206,3 +206,26 @@ def test_genuine_incident_fractions_exceed_total(spark):
 def test_genuine_healthy_incident(spark):
     inc = ingest([str(example(SLUG, "healthy"))], spark)
     assert get_detector(SLUG).detect(inc) == []
+
+
+def test_legacy_keys_mixed_with_flip49_and_a_2mb_segment_are_flagged():
+    # the configuration of a Flink 1.11 production question: pre-1.10 heap and network keys next to FLIP-49 ones
+    from flink_runbooks.parse.config import parse_conf
+
+    path = example(SLUG, "fractions-sum-1.5-kubernetes-v1.11") / "flink-conf.yaml"
+    conf = {k: v for k, v, _ in parse_conf(path.read_text(), str(path))}
+    [finding] = get_detector(SLUG).detect(incident_from_text("", conf, "1.11.6"))
+    assert finding.root_cause.slug == "fractions-exceed-total"  # the refusal is still the verdict
+    assert "taskmanager.heap.size (1024m) is the pre-1.10 total, mixed with FLIP-49 keys" in finding.summary
+    assert "segment-size is 2mb, 64x the 32 KiB default" in finding.summary
+    patches = {p.key: p for p in finding.patches}
+    assert patches["taskmanager.memory.segment-size"].proposed is None
+    assert patches["taskmanager.heap.size"].proposed is None
+    assert patches["taskmanager.memory.flink.size"].proposed == "1024m"  # standalone: heap.size meant Flink memory
+    diff = render_config_diff(finding.patches, None, "1.11.6")
+    assert "+taskmanager.memory.network.min: 256mb" in diff
+
+
+def test_a_clean_flip49_configuration_gets_no_legacy_notes():
+    [finding] = get_detector(SLUG).detect(incident_from_text("", SEED_FRACTIONS, "1.17.2"))
+    assert "Also in this configuration" not in finding.summary

@@ -13,6 +13,7 @@ from flink_runbooks.evidence.memory_evidence import (KILL_SIGNATURES, MEMORY_CON
                                memory_config_error_events, model_applies, rocksdb_fix, rocksdb_memory, size_text,
                                user_memory_config)
 from flink_runbooks.model import Event, Evidence, Finding, Incident, RootCause, earliest_ts
+from flink_runbooks.parse.units import parse_memory_size
 from flink_runbooks.detectors.base import Detector
 
 _CAUSE_OF_CONSTRAINT = {
@@ -83,33 +84,33 @@ class TmMemoryMisconfiguration(Detector):
                   "Memory' with managed/network fractions set; the model of the configuration fails the same way.",
                   patches=("flink:taskmanager.memory.jvm-overhead.fraction",
                            "flink:taskmanager.memory.managed.fraction", "flink:taskmanager.memory.network.fraction",
-                           "ops:TaskManager memory configuration", "flink:taskmanager.memory.*")),
+                           "ops:TaskManager memory configuration", "flink:taskmanager.memory.*", "flink:taskmanager.heap.size")),
         RootCause("fixed-sizes-exceed-total",
                   "Explicit sizes (task heap, managed size, framework or off-heap sizes) add up to more than the "
                   "configured total process or Flink memory.",
                   "'Sum of configured ... Task Heap Memory ...' or 'Total Process Memory size ... is less than the "
                   "sum of the derived Total Flink Memory' with explicit sizes next to process.size/flink.size.",
-                  patches=("flink:taskmanager.memory.task.heap.size", "flink:taskmanager.memory.*")),
+                  patches=("flink:taskmanager.memory.task.heap.size", "flink:taskmanager.memory.*", "flink:taskmanager.heap.size")),
         RootCause("network-range-invalid",
                   "Network memory min/max contradict each other or the network memory left over.",
                   "'Inconsistently configured ... network.fraction ... min ... max' (min > max; max defaults to 1g "
                   "before 1.17) or 'Derived Network Memory size ... is not in configured Network Memory range'.",
-                  patches=("flink:taskmanager.memory.network.max", "flink:taskmanager.memory.*")),
+                  patches=("flink:taskmanager.memory.network.max", "flink:taskmanager.memory.*", "flink:taskmanager.heap.size")),
         RootCause("jvm-overhead-range-invalid",
                   "The JVM overhead left over, or its min/max, contradict each other.",
                   "'Derived JVM Overhead size ... is not in configured JVM Overhead range' or an inconsistently "
                   "configured jvm-overhead.fraction/min/max.",
-                  patches=("flink:taskmanager.memory.flink.size", "flink:taskmanager.memory.jvm-overhead.max", "flink:taskmanager.memory.*")),
+                  patches=("flink:taskmanager.memory.flink.size", "flink:taskmanager.memory.jvm-overhead.max", "flink:taskmanager.memory.*", "flink:taskmanager.heap.size")),
         RootCause("no-total-memory",
                   "No total memory size is configured (the legacy taskmanager.heap.size was removed in 2.0).",
                   "'Either required fine-grained memory ... or Total Flink Memory size ... or Total Process Memory "
                   "size ... need to be configured explicitly'.",
-                  patches=("flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*")),
+                  patches=("flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*", "flink:taskmanager.heap.size")),
         RootCause("invalid-memory-value",
                   "A memory option has a value Flink cannot use (fraction outside [0, 1), unparseable size, "
                   "segment size not a power of two).",
                   "The model rejects one value: the key is named in the error.",
-                  patches=("flink:taskmanager.memory.managed.fraction", "flink:taskmanager.memory.*")),
+                  patches=("flink:taskmanager.memory.managed.fraction", "flink:taskmanager.memory.*", "flink:taskmanager.heap.size")),
         RootCause("jobmanager-memory-invalid",
                   "The JobManager memory options contradict each other.",
                   "'JobManager memory configuration failed: ...' in the JobManager start-up output.",
@@ -191,6 +192,8 @@ class TmMemoryMisconfiguration(Detector):
                     f"process {size_text(after.process)}: task heap {size_text(after.task_heap)}, managed "
                     f"{size_text(after.managed)}, network {size_text(after.network)}, JVM overhead "
                     f"{size_text(after.overhead)}")
+        mixed_notes, mixed_patches = self._legacy_mix(incident, conf, {canonical_of(p.key) for p in patches})
+        patches += mixed_patches
         if not patches:
             patches.append(self.ops_patch(
                 "TaskManager memory configuration",
@@ -202,6 +205,9 @@ class TmMemoryMisconfiguration(Detector):
                    f"{explanation}")
         if start_failed:
             summary += " The start script could not compute the JVM parameters, so no TaskManager process ran."
+        if mixed_notes:
+            summary += " Also in this configuration: " + " ".join(mixed_notes)
+            details["legacy_and_unusual_keys"] = mixed_notes
         if after is not None:
             summary += f" With the patch below the model starts it ({details['patched_summary']})."
         evidence = [error_evidence(ev, "Flink's memory model rejected the configuration") for ev in events[:2]]
@@ -216,6 +222,48 @@ class TmMemoryMisconfiguration(Detector):
         finding.evidence = evidence
         finding.first_seen = earliest_ts(events + start_failed)
         return finding
+
+    def _legacy_mix(self, incident: Incident, conf: dict[str, str], changed: set[str]):
+        """Pre-1.10 memory keys next to FLIP-49 ones, and an enlarged network segment: legal, but they hide which
+        value Flink uses or multiply network memory. Returns (notes for the summary, patches)."""
+        notes: list[str] = []
+        patches = []
+        flip49 = any(k.startswith("taskmanager.memory.") for k in conf)
+        version = incident.version_tuple
+        if flip49 and (version is None or version < (2, 0)):
+            for legacy in ("taskmanager.heap.size", "taskmanager.heap.mb"):
+                if legacy in conf:
+                    target = ("taskmanager.memory.process.size" if deployment_of(incident) in ("yarn", "kubernetes")
+                              else "taskmanager.memory.flink.size")
+                    notes.append(f"{legacy} ({conf[legacy]}) is the pre-1.10 total, mixed with FLIP-49 keys: Flink "
+                                 f"reads it as {target} only while that is unset, so the file does not say which "
+                                 f"total applies (and 2.0 ignores it).")
+                    if target not in changed and legacy == "taskmanager.heap.size":
+                        patches.append(self.flink_patch(incident, target, conf[legacy],
+                                                        f"The total {legacy} stood for, under its FLIP-49 name."))
+                        patches.append(self.flink_patch(incident, legacy, None,
+                                                        f"Replaced by {target} (same value)."))
+            for old in ("taskmanager.network.memory.min", "taskmanager.network.memory.max",
+                        "taskmanager.network.memory.fraction"):
+                new = keys.canonical(old)
+                if old in conf and new not in changed and new not in conf:
+                    notes.append(f"{old} is the deprecated spelling of {new}.")
+                    patches.append(self.flink_patch(incident, new, conf[old],
+                                                    f"The FLIP-49 name of {old} (same value), next to the other "
+                                                    f"taskmanager.memory.* keys."))
+        segment = conf.get("taskmanager.memory.segment-size")
+        size = parse_memory_size(segment) if segment else None
+        if size and size > DEFAULT_SEGMENT:
+            per_channel = conf.get("taskmanager.network.memory.buffers-per-channel") or "2"
+            notes.append(f"taskmanager.memory.segment-size is {segment}, {size // DEFAULT_SEGMENT}x the 32 KiB "
+                         f"default: every network buffer is that large, so each channel's {per_channel} exclusive "
+                         f"buffers take {size_text(size * int(per_channel)) if per_channel.isdigit() else 'more'} "
+                         f"and network memory runs out {size // DEFAULT_SEGMENT}x sooner.")
+            patches.append(self.flink_patch(
+                incident, "taskmanager.memory.segment-size", None,
+                "Back to the 32 KiB default: larger segments only multiply the memory each channel needs; Flink "
+                "recommends changing it only for very large records, with measurements."))
+        return notes, patches
 
     def _explain(self, cause: str, message: str, conf: dict[str, str], incident: Incident) -> str:
         sizes = {}
@@ -462,3 +510,10 @@ def _change_reason(key: str, value: str | None, conf: dict[str, str], cause: str
     if key.endswith(("process.size", "flink.size")):
         return f"The smallest total in which these memory options fit ({old or 'unset'} -> {value})."
     return f"Set {key} to {value} ({old or 'unset'} before) so the ranges are consistent."
+
+
+DEFAULT_SEGMENT = 32 * 1024
+
+
+def canonical_of(key: str) -> str:
+    return keys.canonical(key)
