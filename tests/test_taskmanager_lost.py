@@ -186,3 +186,16 @@ def test_genuine_kill_9_incident(spark):
 
 def test_genuine_healthy_incident(spark):
     assert get_detector(SLUG).detect(ingest([str(example(SLUG, "healthy"))], spark)) == []
+
+
+def test_preferring_checkpoints_over_savepoints_for_recovery_is_flagged():
+    # a Flink 1.11 production question: TaskManagers restart while the job prefers checkpoints for recovery
+    text = ("Caused by: org.apache.flink.runtime.io.network.netty.exception.RemoteTransportException: Connection unexpectedly "
+            "closed by remote task manager '/10.244.9.163:46377'. This might indicate that the remote task manager was lost.\n")
+    conf = {"execution.checkpointing.prefer-checkpoint-for-recovery": "true"}
+    [f] = get_detector(SLUG).detect(incident_from_text(text, conf, "1.11.6"))
+    assert "even when a newer savepoint exists" in f.summary and "removed it in 1.14" in f.summary
+    drop = next(p for p in f.patches if p.key == "execution.checkpointing.prefer-checkpoint-for-recovery")
+    assert drop.proposed is None and drop.current == "true"
+    [clean] = get_detector(SLUG).detect(incident_from_text(text, {}, "1.11.6"))
+    assert "newer savepoint" not in clean.summary

@@ -38,7 +38,7 @@ class RestartStrategyExhausted(Detector):
                   "the code, the data or the setting behind that fault must change.",
                   "The first fault of every restart episode is the same exception (numbers aside).",
                   patches=("flink:execution.checkpointing.externalized-checkpoint-retention",
-                           "ops:fix the recurring fault", "ops:resubmit the job")),
+                           "ops:fix the recurring fault", "ops:resubmit the job", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
         RootCause("restart-budget-too-small", "Transient or infrastructure faults used up a restart budget that is "
                   "too small for a long-running job.",
                   "The episodes fail with lost TaskManagers, timeouts or different faults, and the strategy is "
@@ -50,7 +50,7 @@ class RestartStrategyExhausted(Detector):
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
                            "flink:restart-strategy.fixed-delay.attempts", "flink:restart-strategy.fixed-delay.delay",
                            "flink:restart-strategy.type", "code:restart strategy in the job's code",
-                           "ops:resubmit the job")),
+                           "ops:resubmit the job", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
         RootCause("no-restart-strategy", "No restarts were allowed (restart strategy 'none', or checkpointing off "
                   "with no strategy configured): the first fault failed the job.",
                   "'Recovery is suppressed by NoRestartBackoffTimeStrategy'.",
@@ -60,7 +60,7 @@ class RestartStrategyExhausted(Detector):
                            "flink:restart-strategy.exponential-delay.max-backoff",
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
                            "flink:restart-strategy.fixed-delay.attempts", "flink:restart-strategy.fixed-delay.delay",
-                           "flink:restart-strategy.type", "ops:resubmit the job")),
+                           "flink:restart-strategy.type", "ops:resubmit the job", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -106,11 +106,16 @@ class RestartStrategyExhausted(Detector):
         notes = {0: "the restart strategy refused another restart: the job is FAILED"}
         for i in range(1, len(evidence)):
             notes[i] = f"first fault of failure episode {i}"
+        summary = self._summary(cause, strategy, final, named, distinct, restarts, span, runbook)
+        patches = self._patches(incident, cause, strategy, times, infrastructure, recurring, runbook, job)
+        if cluster.prefers_checkpoint_for_recovery(incident):
+            summary += " " + cluster.PREFER_CHECKPOINT_WARNING
+            patches.append(self.flink_patch(incident, cluster.PREFER_CHECKPOINT_KEY, None,
+                                            cluster.PREFER_CHECKPOINT_WARNING))
         return [self.finding(
-            cause, self._summary(cause, strategy, final, named, distinct, restarts, span, runbook), evidence,
+            cause, summary, evidence,
             notes=notes, confidence=0.9 if len(named) > 1 or cause == "no-restart-strategy" else 0.7,
-            patches=self._patches(incident, cause, strategy, times, infrastructure, recurring, runbook, job),
-            details=details)]
+            patches=patches, details=details)]
 
     def _summary(self, cause, strategy, final, named, distinct, restarts, span, runbook) -> str:
         head = (f"The job FAILED{' at ' + final.ts if final.ts else ''}: recovery was suppressed by "

@@ -48,7 +48,7 @@ class TaskManagerLost(Detector):
                            "flink:restart-strategy.exponential-delay.initial-backoff",
                            "flink:restart-strategy.exponential-delay.max-backoff",
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
-                           "flink:restart-strategy.type", "ops:fix the memory cause first")),
+                           "flink:restart-strategy.type", "ops:fix the memory cause first", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
         RootCause("process-killed", "The TaskManager process was killed or crashed (kill -9, the kernel OOM killer, "
                   "a container kill, a JVM crash).",
                   "Its own log just ends before the loss: no 'RECEIVED SIGNAL' / 'Stopping TaskExecutor' line and "
@@ -59,7 +59,7 @@ class TaskManagerLost(Detector):
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
                            "flink:restart-strategy.fixed-delay.attempts", "flink:restart-strategy.fixed-delay.delay",
                            "flink:restart-strategy.type", "flink:taskmanager.memory.jvm-overhead.min",
-                           "flink:taskmanager.memory.process.size", "ops:find who killed the TaskManager", "flink:taskmanager.memory.*")),
+                           "flink:taskmanager.memory.process.size", "ops:find who killed the TaskManager", "flink:taskmanager.memory.*", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
         RootCause("node-lost", "The machine, VM or pod host went away with every TaskManager on it.",
                   "All TaskManagers of one host lost at the same moment, or 'lost node' / eviction / preemption "
                   "diagnostics from YARN or Kubernetes.",
@@ -67,7 +67,7 @@ class TaskManagerLost(Detector):
                            "flink:restart-strategy.exponential-delay.initial-backoff",
                            "flink:restart-strategy.exponential-delay.max-backoff",
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
-                           "flink:restart-strategy.type", "ops:check the node")),
+                           "flink:restart-strategy.type", "ops:check the node", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
         RootCause("network-partition", "The TaskManager kept running but the JobManager and its peers could not "
                   "reach it.",
                   "Its own log continues after the loss and shows connection failures to the JobManager / "
@@ -76,7 +76,7 @@ class TaskManagerLost(Detector):
                            "flink:restart-strategy.exponential-delay.initial-backoff",
                            "flink:restart-strategy.exponential-delay.max-backoff",
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
-                           "flink:restart-strategy.type")),
+                           "flink:restart-strategy.type", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
         RootCause("tm-unresponsive", "The TaskManager was alive but stopped answering (long GC pause, frozen or "
                   "starved JVM) and was declared dead; see tm-heartbeat-timeout.",
                   "Its own log is silent across the loss, then reports its own heartbeat timeouts to the "
@@ -85,7 +85,7 @@ class TaskManagerLost(Detector):
                            "flink:restart-strategy.exponential-delay.initial-backoff",
                            "flink:restart-strategy.exponential-delay.max-backoff",
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
-                           "flink:restart-strategy.type")),
+                           "flink:restart-strategy.type", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
         RootCause("stopped-while-running", "The TaskManager was shut down in an orderly way (SIGTERM from a "
                   "scale-down, a node drain, a rolling restart) while it still ran tasks of the job.",
                   "'The TaskExecutor is shutting down' as the task failure cause, 'RECEIVED SIGNAL 15' / "
@@ -94,7 +94,7 @@ class TaskManagerLost(Detector):
                            "flink:restart-strategy.exponential-delay.initial-backoff",
                            "flink:restart-strategy.exponential-delay.max-backoff",
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
-                           "flink:restart-strategy.type", "ops:stop TaskManagers only after draining them")),
+                           "flink:restart-strategy.type", "ops:stop TaskManagers only after draining them", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
         RootCause("lost-tm-log-missing", "A TaskManager was lost, but its own log is not among the inputs, so why "
                   "it went away cannot be told.",
                   "Only peers' RemoteTransportException or the JobManager's loss lines are present.",
@@ -102,7 +102,7 @@ class TaskManagerLost(Detector):
                            "flink:restart-strategy.exponential-delay.initial-backoff",
                            "flink:restart-strategy.exponential-delay.max-backoff",
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
-                           "flink:restart-strategy.type", "ops:collect the lost TaskManager's log")),
+                           "flink:restart-strategy.type", "ops:collect the lost TaskManager's log", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -134,11 +134,16 @@ class TaskManagerLost(Detector):
             details.update(_ctx_details(ctx))
         if cause in _RELATED:
             details["more_fundamental_runbook"] = _RELATED[cause]
+        summary = _summary(self.cause(cause).summary, cause, tm, loss, ctx, lost, noise, outcome, failures)
+        patches = self._patches(incident, cause, ctx, failures)
+        if cluster.prefers_checkpoint_for_recovery(incident):
+            summary += " " + cluster.PREFER_CHECKPOINT_WARNING
+            patches.append(self.flink_patch(incident, cluster.PREFER_CHECKPOINT_KEY, None,
+                                            cluster.PREFER_CHECKPOINT_WARNING))
         return [self.finding(
-            cause, _summary(self.cause(cause).summary, cause, tm, loss, ctx, lost, noise, outcome, failures),
-            evidence, notes=notes,
+            cause, summary, evidence, notes=notes,
             confidence={"lost-tm-log-missing": 0.5, "network-partition": 0.6}.get(cause, 0.85),
-            patches=self._patches(incident, cause, ctx, failures),
+            patches=patches,
             details=details,
         )]
 

@@ -644,3 +644,19 @@ def heartbeat_timeout_proposal(incident: Incident, observed_gap_s: float | None)
     current = incident.config.get_duration_ms("heartbeat.timeout") or 50_000
     wanted = max(2 * current, int((observed_gap_s or 0) * 1500))
     return current, round_up(wanted, 10_000)
+
+
+# ------------------------------------------------------------------------------------------------ recovery settings
+
+PREFER_CHECKPOINT_KEY = "execution.checkpointing.prefer-checkpoint-for-recovery"  # 1.9 – 1.13, removed in 1.14
+PREFER_CHECKPOINT_WARNING = (
+    "execution.checkpointing.prefer-checkpoint-for-recovery is true (setPreferCheckpointForRecovery(true) in code): "
+    "on recovery Flink then takes the latest checkpoint even when a newer savepoint exists, so it reprocesses and "
+    "duplicates output; Flink deprecated it for that in 1.12 (FLINK-20441) and removed it in 1.14. Drop it from "
+    "the configuration and the job's code.")
+
+
+def prefers_checkpoint_for_recovery(incident: Incident) -> bool:
+    """The job recovers from the latest checkpoint even over a newer savepoint (a setting Flink removed in 1.14)."""
+    cv = incident.config.lookup(PREFER_CHECKPOINT_KEY)
+    return cv is not None and cv.value.strip().lower() == "true"
