@@ -1,3 +1,5 @@
+import json
+
 import pytest
 import yaml
 
@@ -336,3 +338,29 @@ def test_apply_to_config():
     assert "reconnect.backoff.ms" not in out
     assert list(out) == sorted(out)
     assert cfg.get("taskmanager.memory.network.fraction") == "0.4"  # the config itself is unchanged
+
+
+# ------------------------------------------------------------------------------------------------ version spelling
+
+
+@pytest.mark.parametrize("slug,name,version", [
+    ("checkpoint-metadata-already-exists", "shared-nfs-mount-1.16", (1, 16)),
+    ("oom-java-heap", "jobmanager-heap-checkpoints", (1, 12)),
+    ("restart-strategy-exhausted", "no-restart-strategy-1.10", (1, 10)),
+    ("insufficient-network-buffers", "legacy-network-at-min-v1.9", (1, 9)),
+])
+def test_json_patch_keys_are_spelled_for_the_incidents_version(spark, capsys, slug, name, version):
+    from conftest import DATA
+    from flink_runbooks.apps import cli
+    from flink_runbooks.parse import keys as key_names
+
+    path = DATA / slug / name
+    if not path.exists():
+        pytest.skip(f"example {slug}/{name} is not there")
+    cli.main(["diagnose", str(path), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    flink_keys = [p["key"] for f in doc["findings"] for p in f["patches"] if p["target"] == "flink"]
+    assert flink_keys, "the example proposes config changes"
+    for key in flink_keys:
+        assert key_names.is_valid_in(key, version), f"{key} is not read by Flink {version}"
+    assert all(f["would_change_verdict"] for f in doc["findings"])
