@@ -63,3 +63,33 @@ def test_each_finding_says_what_would_change_the_verdict():
     for detector in all_detectors():
         for rc in detector.root_causes:
             assert detector.would_change(rc.slug), f"{detector.slug}/{rc.slug} says nothing about its verdict"
+
+
+def test_every_literal_patch_in_a_detector_is_declared_by_one_of_its_causes():
+    # Paths the example incidents do not reach must not propose undeclared changes either (they would be refused).
+    import ast
+    import fnmatch
+    import inspect
+
+    from flink_runbooks.parse import keys as key_names
+
+    positions = {"ops_patch": 0, "code_patch": 0, "kafka_patch": 0, "flink_patch": 1}
+    targets = {"ops_patch": "ops", "code_patch": "code", "kafka_patch": "kafka", "flink_patch": "flink"}
+    missing = []
+    for detector in all_detectors():
+        declared = {d for rc in detector.root_causes for d in rc.patches}
+        tree = ast.parse(inspect.getsource(inspect.getmodule(type(detector))))
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in positions and len(node.args) > positions[node.func.attr]):
+                continue
+            arg = node.args[positions[node.func.attr]]
+            if not (isinstance(arg, ast.Constant) and isinstance(arg.value, str)):
+                continue
+            target = targets[node.func.attr]
+            key = key_names.canonical(arg.value) if target == "flink" else arg.value
+            if not any(d.partition(":")[0] == target and fnmatch.fnmatchcase(
+                    key, key_names.canonical(d.partition(":")[2]) if target == "flink" else d.partition(":")[2])
+                       for d in declared):
+                missing.append(f"{detector.slug}: {target}:{arg.value} (line {node.lineno})")
+    assert not missing, "patches no root cause declares:\n" + "\n".join(missing)

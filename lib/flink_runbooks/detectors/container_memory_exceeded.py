@@ -75,7 +75,7 @@ class ContainerMemoryExceeded(Detector):
                   "The JobManager's container was killed for memory.",
                   "The killed container is the JobManager's (YARN container _000001, a jobmanager pod).",
                   patches=("flink:jobmanager.memory.jvm-overhead.max", "flink:jobmanager.memory.jvm-overhead.min",
-                           "flink:jobmanager.memory.process.size", "flink:jobmanager.memory.*")),
+                           "flink:jobmanager.memory.process.size", "flink:jobmanager.memory.*", "ops:jobmanager.memory.jvm-overhead.min")),
         RootCause("undetermined",
                   "A TaskManager container was killed for memory, but the incident holds no memory configuration, "
                   "so which pool outgrew its budget cannot be told.",

@@ -8,7 +8,7 @@ from flink_runbooks.evidence.memory import MemoryConfigError
 from flink_runbooks.evidence.memory_evidence import STATE_BACKEND_SIGNATURES
 from flink_runbooks.model import Event, Finding, Incident, Patch, RootCause
 from flink_runbooks.parse.units import format_size
-from flink_runbooks.detectors.base import Detector
+from flink_runbooks.detectors.base import Detector, version_key
 
 SMALL_SLOT_HEAP = 512 << 20  # below this much task heap per slot the heap is doubled, above it grown by half
 SMALL_JM_HEAP = 2 << 30
@@ -65,12 +65,12 @@ class OomJavaHeap(Detector):
                   "The OOM is thrown in the job's classes (frames from the job jar or right under the user function), "
                   "no heap state-backend frames.",
                   patches=("flink:env.java.opts.taskmanager", "flink:taskmanager.memory.managed.fraction",
-                           "ops:find the oversized value", "ops:heap dump analysis", "flink:taskmanager.memory.*")),
+                           "ops:find the oversized value", "ops:heap dump analysis", "flink:taskmanager.memory.*", "flink:taskmanager.heap.size")),
         RootCause("task-heap-too-small", "The task heap is too small for what the job does; nothing points at one "
                   "consumer.",
                   "The OOM is thrown in Flink's own code (deserialisation, serializers, sorting) or without frames, "
                   "the heap backend is not growing, and the model gives a small task heap per slot.",
-                  patches=("flink:taskmanager.memory.managed.fraction", "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*")),
+                  patches=("flink:taskmanager.memory.managed.fraction", "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*", "flink:taskmanager.heap.size")),
         RootCause("undetermined", "A TaskManager ran out of heap, but the incident shows neither where (no frames) "
                   "nor how big the heap was (no memory configuration).",
                   "The OOM message alone: no stack frames, no memory settings or start-up memory breakdown.",
@@ -87,7 +87,7 @@ class OomJavaHeap(Detector):
                   "fatal-error handler in the JobManager log reports it.",
                   patches=("flink:env.java.opts.jobmanager", "flink:execution.checkpointing.dir",
                            "flink:jobmanager.memory.process.size", "flink:state.backend.type",
-                           "ops:one job per cluster", "flink:jobmanager.memory.*")),
+                           "ops:one job per cluster", "flink:jobmanager.memory.*", "flink:execution.checkpointing.storage", "ops:checkpoint directory")),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -386,8 +386,9 @@ class OomJavaHeap(Detector):
                                                         else ".")))
             else:
                 patches.append(self.ops_patch(
-                    "checkpoint directory", "Set execution.checkpointing.dir (state.checkpoints.dir before 1.20) to "
-                    "a durable file system (HDFS, S3, GCS) that every TaskManager and the JobManager can reach."))
+                    "checkpoint directory",
+                    f"Set {version_key(incident, 'execution.checkpointing.dir')} to a durable file system (HDFS, S3, "
+                    f"GCS) that every TaskManager and the JobManager can reach."))
         key, current = oom.jvm_opts(incident, "jobmanager")
         value = oom.with_jvm_flags(current, ["-XX:+HeapDumpOnOutOfMemoryError", "-XX:HeapDumpPath=/tmp"])
         if value:

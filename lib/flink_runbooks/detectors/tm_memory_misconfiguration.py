@@ -114,7 +114,7 @@ class TmMemoryMisconfiguration(Detector):
         RootCause("jobmanager-memory-invalid",
                   "The JobManager memory options contradict each other.",
                   "'JobManager memory configuration failed: ...' in the JobManager start-up output.",
-                  patches=("flink:jobmanager.memory.flink.size", "flink:jobmanager.memory.*")),
+                  patches=("flink:jobmanager.memory.flink.size", "flink:jobmanager.memory.*", "ops:JobManager memory configuration")),
         RootCause("rocksdb-unmanaged-memory",
                   "RocksDB's memory is not taken from managed memory (memory.managed: false, or a fixed-per-slot "
                   "size larger than the budget), so the process grows past its size until it is killed.",
