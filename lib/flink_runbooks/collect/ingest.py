@@ -376,7 +376,7 @@ _RECORD_SCHEMA = (
 )
 
 
-def _line_masks(texts, patterns: dict[str, str]):
+def _line_masks(texts, patterns: dict[str, str], bounds: list[int] | None = None):
     """Which lines of an Arrow batch start a record and which are kept. RE2 is linear in the line length whatever
     the number of signatures; Java's backtracking alternation tries every signature at every position."""
     import pyarrow.compute as pc
@@ -386,7 +386,15 @@ def _line_masks(texts, patterns: dict[str, str]):
 
     header = match(texts, patterns["header"])
     warn = match(pc.utf8_slice_codeunits(texts, 0, 160), patterns["warn"])
-    return header, layouts.widen_kept(texts, header, (header & warn) | match(texts, patterns["kept"]))
+    kept = (header & warn) | match(texts, patterns["kept"])
+    if bounds is None:
+        return header, layouts.widen_kept(texts, header, kept)
+    # Widening looks at neighbouring lines and at the block as a whole: never across two files of one batch.
+    widened = kept.copy()
+    for lo, hi in zip(bounds, bounds[1:]):
+        if hi > lo:
+            widened[lo:hi] = layouts.widen_kept(texts.slice(lo, hi - lo), header[lo:hi], kept[lo:hi])
+    return header, widened
 
 
 def _assemble_partition(batches, patterns: dict[str, str]):
@@ -463,14 +471,16 @@ def _assemble_partition(batches, patterns: dict[str, str]):
 
     for batch in batches:
         texts = batch.column("text")
-        header, keep = _line_masks(texts, patterns)
+        # A block starts at the rows that carry their file name (the first row of each partition, or of each file
+        # when small files share one).
+        files = batch.column("file")
+        starts = np.flatnonzero(files.is_valid().to_numpy(zero_copy_only=False)).tolist()
+        bounds = ([0] if not starts or starts[0] != 0 else []) + starts + [len(texts)]
+        header, keep = _line_masks(texts, patterns, bounds)
         binary = batch.column("bin").to_numpy(zero_copy_only=False)
         # lines that were not valid UTF-8 (read with replacement characters) but are text
         invalid = batch.column("bad").to_numpy(zero_copy_only=False) if "bad" in batch.schema.names else None
-        files, blocks, dist = batch.column("file"), batch.column("block"), batch.column("dist")
-        # A block starts at the rows that carry their file name (the first row of each partition).
-        starts = np.flatnonzero(files.is_valid().to_numpy(zero_copy_only=False)).tolist()
-        bounds = ([0] if not starts or starts[0] != 0 else []) + starts + [len(texts)]
+        blocks, dist = batch.column("block"), batch.column("dist")
         for lo, hi in zip(bounds, bounds[1:]):
             if lo == hi:
                 continue
@@ -530,6 +540,52 @@ def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None,
         F.when(value.contains("flink-dist"), F.make_valid_utf8(F.regexp_extract(value, _DIST_JAR_JAVA, 1))).alias("dist"),
     )
     return projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns), _RECORD_SCHEMA)
+
+
+# Files up to this size (on disk; a gzipped one counts eight times) are read whole, many to a partition: one
+# partition per file costs a task each (about 0.15 s), which thousands of rolled files turn into minutes.
+SMALL_FILE_BYTES = 1 << 20
+SMALL_FILE_OPEN_COST = 64 << 10
+
+
+def is_small_file(uri: str, size: int) -> bool:
+    return size * (8 if uri.lower().endswith(".gz") else 1) <= SMALL_FILE_BYTES
+
+
+def scan_small_files(spark, log_uris: Sequence[str], detectors: Sequence | None = None):
+    """Small files through the same workers as :func:`scan_logs`, read whole and many to a partition; each file's
+    lines are exploded in order and its first line carries its name, as a block start does in the line scan.
+    Returns the rows (this job needs its own file-packing settings)."""
+    from pyspark.sql import functions as F
+
+    from flink_runbooks.collect.spark import SPLIT_BYTES
+
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(SPLIT_BYTES))
+    spark.conf.set("spark.sql.files.openCostInBytes", str(SMALL_FILE_OPEN_COST))
+    try:
+        patterns = line_patterns(detectors)
+        whole = spark.read.text([_for_spark(u) for u in log_uris], wholetext=True)
+        # A final line break ends the last line, it does not start another (as the line reader counts).
+        lines = whole.select(F.col("_metadata.file_path").alias("path"),
+                             F.posexplode(F.split(F.regexp_replace("value", "\\n\\z", ""), "\\n", -1)))
+        value = F.col("col")
+        # Splitting decodes the text: invalid bytes are already U+FFFD here, so binary is judged on what they left.
+        junk = F.length(value) - F.length(F.regexp_replace(value, BINARY_CHARS_JAVA, ""))
+        binary = value.contains("\u0000") | (junk * 10 > F.length(value) * 3)
+        start = F.col("pos") == 0
+        projected = lines.select(
+            F.when(F.octet_length(value) > 4 * MAX_LINE_CHARS, F.substring(value, 1, MAX_LINE_CHARS))
+            .otherwise(value).alias("text"),
+            binary.alias("bin"),
+            (value.contains("\ufffd") & ~binary).alias("bad"),
+            F.when(start, F.col("path")).alias("file"),
+            F.when(start, F.lit(0).cast("long")).alias("block"),
+            F.when(value.contains("flink-dist"), F.regexp_extract(value, _DIST_JAR_JAVA, 1)).alias("dist"),
+        )
+        return projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns),
+                                    _RECORD_SCHEMA).toArrow().to_pylist()
+    finally:
+        spark.conf.set("spark.sql.files.openCostInBytes", str(SPLIT_BYTES))
 
 
 # ------------------------------------------------------------------------------------------------ driver side
@@ -612,8 +668,13 @@ def ingest(
     else:
         from flink_runbooks.collect.progress import watch_spark_scan
 
+        small = [uri for uri in nonempty if is_small_file(uri, sizes[uri])] if split_bytes is None else []
+        chosen = frozenset(small)
+        large = [uri for uri in nonempty if uri not in chosen]
         with watch_spark_scan(spark, total, progress):
-            rows = scan_logs(spark, nonempty, detectors, split_bytes).toArrow().to_pylist()
+            rows = scan_logs(spark, large, detectors, split_bytes).toArrow().to_pylist() if large else []
+            if small:
+                rows += scan_small_files(spark, small, detectors)
         for r in rows:
             r["file"] = _from_spark(r["file"])
     if progress:

@@ -98,13 +98,31 @@ def scan_locally(log_uris: Sequence[str], detectors: Sequence | None = None) -> 
     """Rows of the scan (records and per-block statistics), as ``scan_logs(...).toArrow().to_pylist()`` gives them."""
     from flink_runbooks.collect.ingest import _assemble_partition, line_patterns
 
+    import pyarrow as pa
+
     patterns = line_patterns(detectors)
     rows: list[dict] = []
+    pending: list = []
+
+    def assemble() -> None:
+        # Many small files go through in one batch: each batch compiles the patterns again (milliseconds), which
+        # thousands of rolled files would pay thousands of times. Every file's first row still starts its block.
+        if pending:
+            merged = pa.Table.from_batches(pending).combine_chunks().to_batches()
+            pending.clear()
+            for out in _assemble_partition(merged, patterns):
+                rows.extend(out.to_pylist())
+
+    size = 0
     for uri in log_uris:
         spark_uri = "file:" + local_path(uri)  # as Spark names a local file
         batch = _partition(spark_uri, _read_bytes(local_path(uri)))
         if batch.num_rows == 0:
             continue  # Spark yields no partition rows for a file without lines
-        for out in _assemble_partition([batch], patterns):
-            rows.extend(out.to_pylist())
+        pending.append(batch)
+        size += batch.num_rows
+        if size >= 50_000:
+            assemble()
+            size = 0
+    assemble()
     return rows
