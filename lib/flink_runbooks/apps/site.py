@@ -42,7 +42,7 @@ from flink_runbooks.model import Finding
 from flink_runbooks.notebook import PROJECT_ROOT
 from flink_runbooks.parse.redact import redact_text
 from flink_runbooks.render.decision_table import decision_table_html
-from flink_runbooks.apps.triage import KERNEL
+from flink_runbooks.apps.notebook_runner import HIDDEN_INPUT_TAGS, run_notebook
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 TEMPLATES = PACKAGE_DIR / "site_templates"
@@ -50,7 +50,6 @@ STATIC = PACKAGE_DIR / "site_static"
 RUNBOOK_TEMPLATE = "runbook"
 
 # Cells whose code is plumbing, not part of the runbook's story: only their outputs are published.
-HIDDEN_INPUT_TAGS = frozenset({"setup", "parameters", "injected-parameters"})
 CATEGORIES = (
     ("checkpointing", "Checkpointing"),
     ("state-backends", "State backends"),
@@ -189,27 +188,12 @@ def execute_runbook(runbook: Runbook, workdir: pathlib.Path, root: pathlib.Path,
                     incident_cache: pathlib.Path | None = None) -> Execution:
     """Run the notebook with its default parameters; a failing cell is reported, its partial output kept.
 
-    With ``incident_cache`` (the example incident already read by the site's Spark session) the kernel loads the
+    With ``incident_cache`` (the example incident already read by :func:`read_examples`) the kernel loads the
     structured incident instead of starting Spark and reading the logs again."""
-    import papermill
-    from papermill.exceptions import PapermillExecutionError
-
-    target = workdir / f"{runbook.slug}.ipynb"
-    result = Execution(runbook.slug)
-    started = time.monotonic()
-    parameters = {"incident_cache": str(incident_cache)} if incident_cache else {}
-    try:
-        papermill.execute_notebook(str(runbook.notebook), str(target), parameters=parameters, cwd=str(root),
-                                   kernel_name=KERNEL, execution_timeout=timeout_s, progress_bar=False,
-                                   log_output=False)
-        result.status = "ok"
-    except PapermillExecutionError as exc:
-        result.status, result.error = "failed", f"cell {exc.exec_count}: {exc.ename}: {exc.evalue}"
-    except Exception as exc:  # a dead kernel or a timeout fails this runbook, not the whole site
-        result.status, result.error = "failed", f"{type(exc).__name__}: {exc}"
-    result.duration_s = round(time.monotonic() - started, 1)
-    result.executed = target if target.exists() else None
-    return result
+    run = run_notebook(runbook.notebook, workdir / f"{runbook.slug}.ipynb", cwd=root, timeout_s=timeout_s,
+                       parameters={"incident_cache": str(incident_cache)} if incident_cache else {})
+    return Execution(runbook.slug, "ok" if run.status == "ok" else "failed", round(run.duration_s, 1), run.error,
+                     run.executed)
 
 
 @dataclass

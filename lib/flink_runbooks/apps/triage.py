@@ -10,13 +10,11 @@ import json
 import os
 import pathlib
 import re
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
+from flink_runbooks.apps.notebook_runner import HIDDEN_INPUT_TAGS, run_notebook
 from flink_runbooks.diagnose import Diagnosis, run_detectors
 from flink_runbooks.model import Finding, Patch, parse_version
 from flink_runbooks.render.patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
@@ -24,7 +22,6 @@ from flink_runbooks.parse.redact import redact_text
 from flink_runbooks.render.report import diagnosis_dict
 
 RUNBOOKS_DIR = pathlib.Path(__file__).resolve().parents[3] / "runbooks"
-KERNEL = "flink-runbooks"
 EXIT_RUNBOOK_FAILED = 3
 
 
@@ -139,52 +136,18 @@ def triage(
 
 
 def _run_notebook(source: pathlib.Path, out_dir: pathlib.Path, cache: pathlib.Path, timeout_s: float) -> RunbookResult:
-    """Execute one runbook in its own papermill process; a hung or dead kernel is killed with its process group."""
+    """Execute one runbook on the saved incident, then render its page."""
     slug = source.stem
-    executed = out_dir / f"{slug}.ipynb"
-    result = RunbookResult(slug, notebook=str(executed))
-    cmd = [sys.executable, "-m", "papermill", str(source), str(executed), "-k", KERNEL,
-           "-p", "incident_cache", str(cache), "--cwd", str(RUNBOOKS_DIR.parent), "--no-progress-bar",
-           "--execution-timeout", str(int(timeout_s))]
-    started = time.monotonic()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        _stdout, stderr = proc.communicate(timeout=timeout_s)
-        result.status = "ok" if proc.returncode == 0 else "failed"
-        if proc.returncode != 0:
-            result.error = _papermill_error(executed, stderr)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        result.status, result.error = "timed out", f"still running after {timeout_s:g}s; killed"
-    result.duration_s = round(time.monotonic() - started, 2)
-    if executed.exists():
+    run = run_notebook(source, out_dir / f"{slug}.ipynb", parameters={"incident_cache": str(cache)},
+                       cwd=RUNBOOKS_DIR.parent, timeout_s=timeout_s)
+    result = RunbookResult(slug, run.status, run.duration_s, run.error,
+                           notebook=str(run.executed) if run.executed else None)
+    if run.executed:
         try:
-            result.html = str(render_html(executed))
+            result.html = str(render_html(run.executed))
         except Exception as exc:  # a broken notebook file still gets its status reported
             result.error = (result.error or "") + f" (no HTML: {exc})"
-    else:
-        result.notebook = None
     return result
-
-
-def _papermill_error(executed: pathlib.Path, stderr: str) -> str:
-    """The failing cell and its message, from the executed notebook when it was written, else papermill's stderr."""
-    try:
-        import nbformat
-
-        nb = nbformat.read(executed, as_version=4)
-        for index, cell in enumerate(nb.cells):
-            for output in cell.get("outputs", []):
-                if output.get("output_type") == "error":
-                    return f"cell {index}: {output.get('ename')}: {output.get('evalue')}"
-    except Exception:
-        pass
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
-    for line in reversed(lines):
-        if re.search(r"Error|Exception|died|Dead", line):
-            return line.strip()[:500]
-    return (lines[-1] if lines else "papermill failed without a message")[:500]
 
 
 def render_html(notebook: pathlib.Path) -> pathlib.Path:
@@ -195,7 +158,7 @@ def render_html(notebook: pathlib.Path) -> pathlib.Path:
 
     cfg = Config()
     cfg.TagRemovePreprocessor.enabled = True
-    cfg.TagRemovePreprocessor.remove_input_tags = {"setup", "parameters", "injected-parameters"}
+    cfg.TagRemovePreprocessor.remove_input_tags = set(HIDDEN_INPUT_TAGS)
     exporter = HTMLExporter(config=cfg)
     body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
     target = notebook.with_suffix(".html")
@@ -247,7 +210,7 @@ def _write(path: pathlib.Path, text: str) -> str:
 def render_markdown(report: TriageReport) -> str:
     d = report.diagnosis
     inc = d.incident
-    lines = [f"# Triage report", "",
+    lines = ["# Triage report", "",
              f"Flink {inc.flink_version or 'version unknown'}; {len(inc.inputs)} input file(s), "
              f"{len(inc.events)} records kept.", ""]
     for w in list(inc.warnings) + list(d.errors):
