@@ -12,6 +12,7 @@ from flink_runbooks.evidence.episodes import episodes, fault_text
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.units import format_duration
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.evidence.trail import evidence_trail
 
 FLIP147_KEY = "execution.checkpointing.checkpoints-after-tasks-finish"
 INTERVAL_KEY = "execution.checkpointing.interval"
@@ -61,7 +62,9 @@ class CheckpointDeclinedTaskNotReady(Detector):
                   "'not in state RUNNING but FINISHED', 'Some tasks of the job have already finished and "
                   "checkpointing with finished tasks is not enabled', tasks switching to FINISHED while the job runs.",
                   patches=("flink:execution.checkpointing.checkpoints-after-tasks-finish",
-                           "ops:upgrade for checkpoints after tasks finish")),
+                           "ops:upgrade for checkpoints after tasks finish"),
+                  versions="up to 1.13 always; from 1.14 only with checkpoints-after-tasks-finish off "
+                           "(on by default from 1.15)"),
         RootCause("restart-loop",
                   "The job keeps restarting for another reason, so its tasks are never all running long enough to "
                   "checkpoint.",
@@ -126,13 +129,7 @@ class CheckpointDeclinedTaskNotReady(Detector):
     # -- presentation
 
     def _evidence(self, cause, group: list[NotReadyAbort], task_failures, other_faults, eps, incident):
-        evs: list[Event] = []
-        notes: dict[int, str] = {}
-
-        def add(ev: Event | None, note: str) -> None:
-            if ev is not None and ev not in evs:
-                notes[len(evs)] = note
-                evs.append(ev)
+        evs, notes, add = evidence_trail()
 
         if cause == "restart-loop":
             first = other_faults[0].first_fault

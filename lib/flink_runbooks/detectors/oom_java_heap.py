@@ -59,7 +59,9 @@ class OomJavaHeap(Detector):
                   "or the heap backend with checkpoints growing run after run.",
                   patches=("ops:savepoint before the backend switch",
                            "flink:execution.checkpointing.incremental", "flink:state.backend.type",
-                           "code:StreamExecutionEnvironment#setStateBackend", "ops:stay on the heap backend")),
+                           "code:StreamExecutionEnvironment#setStateBackend", "ops:stay on the heap backend"),
+                  versions="1.x, 2.x; existing state moves to RocksDB only from 1.13, through a canonical "
+                           "savepoint"),
         RootCause("user-code-holds-objects", "The job's own code (or a library it calls) keeps objects on the heap "
                   "until it runs out: a collection, cache or buffer that only grows.",
                   "The OOM is thrown in the job's classes (frames from the job jar or right under the user function), "
