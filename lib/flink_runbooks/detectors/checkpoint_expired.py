@@ -9,6 +9,7 @@ from flink_runbooks.evidence.checkpoints import THRESHOLD, CheckpointAttempt, ch
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.units import format_duration
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.evidence.trail import evidence_trail
 
 TIMEOUT_KEY = "execution.checkpointing.timeout"
 DEFAULT_TIMEOUT_MS = 600_000
@@ -179,13 +180,7 @@ class CheckpointExpired(Detector):
     # -- presentation
 
     def _evidence(self, expired, bare, stats, history, late, stalls, thresholds):
-        evs: list[Event] = []
-        notes: dict[int, str] = {}
-
-        def add(ev: Event | None, note: str) -> None:
-            if ev is not None and ev not in evs:
-                notes[len(evs)] = note
-                evs.append(ev)
+        evs, notes, add = evidence_trail()
 
         if expired:
             first = expired[0]

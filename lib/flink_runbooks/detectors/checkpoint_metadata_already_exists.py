@@ -9,6 +9,7 @@ from flink_runbooks.evidence.checkpoint_analysis import (APPLICATION_MODE_JOB_ID
 from flink_runbooks.evidence.checkpoints import THRESHOLD, checkpoint_history
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.detectors.base import Detector, version_key
+from flink_runbooks.evidence.trail import evidence_trail
 
 DIR_KEY = "execution.checkpointing.dir"
 RETAINED_KEY = "execution.checkpointing.num-retained"
@@ -201,13 +202,7 @@ class CheckpointMetadataAlreadyExists(Detector):
     # -- presentation
 
     def _evidence(self, collisions, run, earlier, retained, threshold):
-        evs: list[Event] = []
-        notes: dict[int, str] = {}
-
-        def add(ev: Event | None, note: str) -> None:
-            if ev is not None and ev not in evs:
-                notes[len(evs)] = note
-                evs.append(ev)
+        evs, notes, add = evidence_trail()
 
         first = collisions[0]
         add(first.event, f"chk-{first.checkpoint_id}/_metadata already existed: the checkpoint could not be finalized")

@@ -17,6 +17,7 @@ from flink_runbooks.evidence.snapshot_failures import (ALL_DATANODES_BAD, FLUSH_
                                  longest_failed_streak, snapshot_failures, threshold_covered_ids, tolerance_patches,
                                  transient_blip)
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.evidence.trail import evidence_trail
 
 HADOOP_PREFIX = "flink.hadoop."  # Flink copies flink.hadoop.* keys into the Hadoop configuration of its HDFS file system
 REPLACE_POLICY_KEY = "dfs.client.block.write.replace-datanode-on-failure.policy"
@@ -148,13 +149,7 @@ class HdfsDatanodeFailure(Detector):
         return "datanodes-unavailable", 0.6
 
     def _evidence(self, t: DatanodeTrouble, sync, async_, thresholds: list[Event]):
-        evs: list[Event] = []
-        notes: dict[int, str] = {}
-
-        def add(ev: Event | None, note: str) -> None:
-            if ev is not None and ev not in evs:
-                notes[len(evs)] = note
-                evs.append(ev)
+        evs, notes, add = evidence_trail()
 
         if t.excluding_events:
             add(t.excluding_events[0], "the client excluded a datanode it could not write to")

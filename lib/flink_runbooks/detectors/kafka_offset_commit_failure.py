@@ -21,6 +21,7 @@ from flink_runbooks.evidence.kafka_clients import (
 )
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.evidence.trail import evidence_trail
 
 # A coordinator move during a broker restart costs one or two checkpoints' commits; more than this many consecutive
 # checkpoints failing to commit is no longer a blip.
@@ -237,13 +238,7 @@ class KafkaOffsetCommitFailure(Detector):
 
     def _evidence(self, failures: list[CommitFailure], rounds: list[CommitRound], lines: list[ClientLine],
                   assignment, config, cause) -> tuple[list[Event], dict[int, str]]:
-        evidence: list[Event] = []
-        notes: dict[int, str] = {}
-
-        def add(ev: Event | None, note: str) -> None:
-            if ev is not None and ev not in evidence:
-                notes[len(evidence)] = note
-                evidence.append(ev)
+        evidence, notes, add = evidence_trail()
 
         first = failures[0]
         add(first.event, f"first failed commit{f' (checkpoint {first.checkpoint_id})' if first.checkpoint_id else ''}")

@@ -10,12 +10,13 @@ from __future__ import annotations
 import collections
 import os
 
-from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.model import Finding, Incident, RootCause
 from flink_runbooks.evidence.rocksdb import (
     RestoreAttempt, RestoreFailure, restore_attempts, restore_failures, restored_checkpoints, remote_files,
     rocksdb_dirs,
 )
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.evidence.trail import evidence_trail
 
 DEFAULT_TMP = "/tmp"  # io.tmp.dirs defaults to java.io.tmpdir
 RETAINED_CHECKPOINTS = 3  # enough to step back past one bad checkpoint
@@ -123,13 +124,7 @@ class RocksDBRestoreCorruption(Detector):
                              severity="warning" if recovered else "failure", notes=notes, details=details)]
 
     def _evidence(self, failures: list[RestoreFailure], attempts: list[RestoreAttempt], checkpoint, cause):
-        evidence: list[Event] = []
-        notes: dict[int, str] = {}
-
-        def add(ev: Event | None, note: str) -> None:
-            if ev is not None and ev not in evidence:
-                notes[len(evidence)] = note
-                evidence.append(ev)
+        evidence, notes, add = evidence_trail()
 
         if checkpoint is not None:
             add(checkpoint.event, f"the job restores {checkpoint.kind.lower()} {checkpoint.checkpoint_id}")

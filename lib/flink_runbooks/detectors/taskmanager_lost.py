@@ -10,6 +10,7 @@ from flink_runbooks.evidence.memory import MemoryConfigError, grow_pool
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.units import format_duration
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.evidence.trail import evidence_trail
 
 _FAILURE_RECORD = re.compile(rf"{TASK_FAILED.pattern}|switched from state \w+ to (?:FAILING|RESTARTING|FAILED)|"
                              r"Trying to recover from a global failure|reached terminal state FAILED")
@@ -150,13 +151,7 @@ class TaskManagerLost(Detector):
     # ------------------------------------------------------------------------------------------------------------
 
     def _evidence(self, ctx: LossContext | None, failures: list[Event], outcome_event: Event | None):
-        evidence: list[Event] = []
-        notes: dict[int, str] = {}
-
-        def add(ev: Event | None, note: str) -> None:
-            if ev is not None and ev not in evidence:
-                notes[len(evidence)] = note
-                evidence.append(ev)
+        evidence, notes, add = evidence_trail()
 
         if ctx:
             for ev in ctx.memory[:2]:

@@ -10,6 +10,7 @@ from flink_runbooks.evidence.memory import derive_jobmanager_memory, MemoryConfi
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.units import format_duration, format_size
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.evidence.trail import evidence_trail
 
 _ADDRESS_MISMATCH = re.compile(r"dropping message .* for non-local recipient|has quarantined this system|"
                                r"[Qq]uarantined address|not a local address")
@@ -238,13 +239,7 @@ def _rpc_timeouts(incident: Incident, tm, ts: str | None) -> list[Event]:
 
 
 def _evidence(ctx: LossContext, failures: list[Event], rpc: list[Event], incident: Incident):
-    evidence: list[Event] = []
-    notes: dict[int, str] = {}
-
-    def add(ev: Event | None, note: str) -> None:
-        if ev is not None and ev not in evidence:
-            notes[len(evidence)] = note
-            evidence.append(ev)
+    evidence, notes, add = evidence_trail()
 
     reported = next((e for e in ctx.loss.events if HEARTBEAT_TIMEOUT.search(e.text)), ctx.loss.events[0])
     add(reported, "the ResourceManager/JobMaster gave up on the TaskManager")
