@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from conftest import incident_from_text
 from flink_runbooks.parse.config import ConfigSource
-from flink_runbooks.evidence.memory_evidence import (
+from flink_runbooks.evidence.memory.incident import (
     container_memory_kills, deployment_of, distinct_containers, effective_taskmanager_memory, k8s_quantity,
     rocksdb_fix, rocksdb_memory, user_memory_config, yarn_size,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from flink_runbooks.evidence.memory import MemoryConfigError, TaskManagerMemory, derive_jobmanager_memory, derive_taskmanager_memory, grow_pool
-from flink_runbooks.evidence.memory_evidence import (KILL_SIGNATURES, STATE_BACKEND_SIGNATURES, ContainerKill, apply_changes,
+from flink_runbooks.evidence.memory.incident import (KILL_SIGNATURES, STATE_BACKEND_SIGNATURES, ContainerKill, apply_changes,
                                breakdown_rows, config_evidence, container_memory_kills, deployment_of,
                                distinct_containers,
                                effective_taskmanager_memory, model_applies, rocksdb_fix, rocksdb_memory, size_text,

@@ -7,7 +7,7 @@ import re
 
 from flink_runbooks.parse import keys
 from flink_runbooks.evidence.memory import MemoryConfigError, derive_taskmanager_memory, grow_pool
-from flink_runbooks.evidence.memory_evidence import (apply_changes, breakdown_rows, config_evidence, deployment_of,
+from flink_runbooks.evidence.memory.incident import (apply_changes, breakdown_rows, config_evidence, deployment_of,
                                derived_taskmanager_memory, effective_taskmanager_memory, model_applies, size_text,
                                user_memory_config)
 from flink_runbooks.model import Event, Finding, Incident, RootCause

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from flink_runbooks.evidence import oom
+from flink_runbooks.evidence.memory import oom
 from flink_runbooks.evidence.memory import MemoryConfigError
 from flink_runbooks.model import Finding, Incident, Patch, RootCause
 from flink_runbooks.parse.units import format_size

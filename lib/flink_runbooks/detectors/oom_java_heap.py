@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import re
 
-from flink_runbooks.evidence import oom
+from flink_runbooks.evidence.memory import oom
 from flink_runbooks.evidence.memory import MemoryConfigError
-from flink_runbooks.evidence.memory_evidence import STATE_BACKEND_SIGNATURES
+from flink_runbooks.evidence.memory.incident import STATE_BACKEND_SIGNATURES
 from flink_runbooks.model import Event, Finding, Incident, Patch, RootCause
 from flink_runbooks.parse.units import format_size
 from flink_runbooks.detectors.base import Detector, version_key

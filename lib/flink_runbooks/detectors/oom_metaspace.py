@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from flink_runbooks.evidence import oom
+from flink_runbooks.evidence.memory import oom
 from flink_runbooks.evidence.episodes import episodes, fault_text
 from flink_runbooks.evidence.memory import MemoryConfigError
 from flink_runbooks.model import Event, Finding, Incident, Patch, RootCause

@@ -6,7 +6,7 @@ import re
 
 from flink_runbooks.parse import keys
 from flink_runbooks.evidence.memory import CONSTRAINTS, MemoryConfigError, derive_taskmanager_memory, suggest_fix
-from flink_runbooks.evidence.memory_evidence import (KILL_SIGNATURES, MEMORY_CONFIG_ERROR, STATE_BACKEND_SIGNATURES,
+from flink_runbooks.evidence.memory.incident import (KILL_SIGNATURES, MEMORY_CONFIG_ERROR, STATE_BACKEND_SIGNATURES,
                                TM_START_SCRIPT_FAILED, apply_changes, breakdown_rows, config_evidence,
                                container_memory_kills, deployment_of, derived_taskmanager_memory,
                                effective_taskmanager_memory, error_evidence, logged_taskmanager_memory,

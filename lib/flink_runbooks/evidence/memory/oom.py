@@ -34,7 +34,7 @@ from flink_runbooks.evidence.cluster import TASK_ON, seconds_between
 from flink_runbooks.evidence.episodes import GLOBAL_FAILURE, JOB_STATE, RECOVERY_SUPPRESSED, TASK_FAILED
 from flink_runbooks.evidence.memory import (MIB, JobManagerMemory, MemoryConfigError, TaskManagerMemory, derive_jobmanager_memory,
                      derive_taskmanager_memory, grow_pool)
-from flink_runbooks.evidence.memory_evidence import (STATE_BACKEND_IN_LOG, deployment_of, effective_taskmanager_memory, model_applies,
+from flink_runbooks.evidence.memory.incident import (STATE_BACKEND_IN_LOG, deployment_of, effective_taskmanager_memory, model_applies,
                               user_memory_config)
 from flink_runbooks.model import ChainLink, Event, Incident
 from flink_runbooks.parse.units import format_size, parse_memory_size
