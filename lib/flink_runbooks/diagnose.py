@@ -28,6 +28,7 @@ def run_detectors(incident: Incident, detectors: Sequence[Detector] | None = Non
         except Exception as exc:  # one broken detector must not hide the others' findings
             diagnosis.errors.append(f"detector {detector.slug} failed: {type(exc).__name__}: {exc}")
     diagnosis.findings = recognised_by_wording(incident, explained_away(diagnosis.findings))
+    cap_without_time(incident, diagnosis.findings)
     order_findings(diagnosis.findings)
     return diagnosis
 
@@ -95,12 +96,12 @@ def recognised_by_wording(incident: Incident, findings: list[Finding]) -> list[F
     """Turn ``unrecognised-failure`` into a low-confidence finding of the catalogued runbook whose Flink wording
     (:mod:`~flink_runbooks.parse.flink_messages`) the first fault holds, when that runbook's own judgement could not
     decide from what the logs show (an excerpt without the timeline, a count of failures, the configuration)."""
-    unrecognised = next((f for f in findings if f.runbook == UNRECOGNISED), None)
-    if unrecognised is None:
-        return findings
-    from flink_runbooks.evidence.episodes import failure_events, first_fault
+    from flink_runbooks.evidence.episodes import failure_events, first_fault, is_excerpt
     from flink_runbooks.parse.flink_messages import recognise
 
+    unrecognised = next((f for f in findings if f.runbook == UNRECOGNISED), None)
+    if unrecognised is None:
+        return _excerpt_wordings(incident, findings) if is_excerpt(incident) else findings
     first = first_fault(incident)
     events = ([first] if first is not None else []) + [ev for ev in failure_events(incident) if ev is not first]
     for ev in events:
@@ -130,3 +131,36 @@ def _wording_finding(incident: Incident, event, wording, text: str) -> Finding:
         severity="failure", first_seen=earliest_ts([event]),
         details={"recognised_by": wording.source, "flink_versions": wording.versions, "unknown": needs},
     )
+
+
+def _excerpt_wordings(incident: Incident, findings: list[Finding]) -> list[Finding]:
+    """In an excerpt, Flink's wording of a catalogued failure whose runbook stayed silent (its judgement needs what
+    the excerpt lacks: a timeline, a count of failures, the configuration) still gives that runbook's finding, at
+    low confidence and saying what is unknown, rather than nothing."""
+    from flink_runbooks.parse.flink_messages import recognise
+
+    have = {f.runbook for f in findings}
+    known = set(slugs())
+    added: dict[str, Finding] = {}
+    for ev in incident.events:
+        texts = [f"{c.cls}: {c.message}" for c in reversed(ev.chain) if c.kind != "suppressed"] + [ev.message]
+        for text in texts:
+            for wording in recognise(text):
+                if wording.runbook in known and wording.runbook not in have and wording.runbook not in added:
+                    added[wording.runbook] = _wording_finding(incident, ev, wording, text)
+    return findings + list(added.values())
+
+
+def cap_without_time(incident: Incident, findings: list[Finding]) -> None:
+    """Logs without any time stamp cannot order events across files or measure how long anything took: every
+    judgement that rests on a timeline is weaker, so no finding claims more than :data:`UNTIMED_CONFIDENCE`."""
+    if not incident.events or any(ev.ts for ev in incident.events):
+        return
+    for f in findings:
+        if f.confidence > UNTIMED_CONFIDENCE:
+            f.confidence = UNTIMED_CONFIDENCE
+            f.summary = (f"{f.summary.rstrip()} (These logs carry no time stamps: the order of events across files "
+                         f"and any duration are unknown, so the confidence is capped.)")
+
+
+UNTIMED_CONFIDENCE = 0.7

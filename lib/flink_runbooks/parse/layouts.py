@@ -35,6 +35,7 @@ PREFIX = (
     r"|\[pod/[^\]\s]+\] ?"  # kubectl logs --prefix
     r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} [\w.-]+ [\w./@-]+(?:\[\d+\])?: ?"  # syslog / journald
     r"|[A-Za-z0-9][\w.-]*\s*\| ?"  # docker compose
+    r"|\{\"log\":\"(?:\\t)?"  # docker's JSON log driver (the escaped tab of a stack frame included)
     r"|\[[\w.-]+\] (?=\d{4})"  # platform tag
     r")"
 )
@@ -46,14 +47,17 @@ GENERIC_PREFIX = r"(?:.{0,80}?(?:[\s|:>\]\"'(,]|&quot;|&#39;|&gt;))"
 # What follows a record's time stamp: its level, a thread in brackets, a second time stamp (kubectl), a JSON body,
 # ": " or " - ", or nothing. Not a runtime's stream column ("stdout F") nor a stack-trace line: a Kubernetes
 # prefix before a frame is not a record start.
-_TS_TAIL = r"(?:\s*$|\s+(?:" + _LEVEL + r"\b|\[|\d{4}-\d{2}-\d{2}|\{)|:\s|\s+-\s)"
+_TS_TAIL = r"(?:\s+(?:" + _LEVEL + r"\b|\[|\d{4}-\d{2}-\d{2}|\{)|:\s|\s+-\s)"
+# A time stamp alone on its line (the web UI's exception history) starts a record; a runtime's ISO stamp before an
+# empty line does not.
+_TS_ALONE = r"\d{4}[-/]\d{2}[-/]\d{2} \d{2}:\d{2}:\d{2}(?:[,.]\d{1,3})?\s*$"
 
 PREFIX_JAVA = "^" + PREFIX
 # A line that starts a record: a timestamp (after an optional prefix), a bare level followed by " [" or " -"
 # (start-up script output), or a JSON object.
 HEADER_JAVA = (
-    r"^(?:(?:" + PREFIX + r")?(?:\[[^\]]{0,80}\] ?)?(?:" + _TS + _TS_TAIL + r"|" + _LEVEL + r"\s+(?:\[[^\]]*\]\s+)?-\s|" + _LEVEL
-    + r"\s+[a-zA-Z_$][\w$]*(?:\.[\w$]+)+\s+(?:\[[^\]]*\]\s+)?-\s|\{\s*\")"
+    r"^(?:(?:" + PREFIX + r")?(?:\[[^\]]{0,80}\] ?)?(?:" + _TS + _TS_TAIL + r"|" + _TS_ALONE + r"|" + _LEVEL + r"\s+(?:\[[^\]]*\]\s+)?-\s|" + _LEVEL
+    + r"\s+[a-zA-Z_$][\w$]*(?:\.[\w$]+)+\s+(?:\[[^\]]*\]\s+)?-\s|\{\s*\"(?:[^l]|l[^o]|lo[^g]|log[^\"]))"
     r"|" + GENERIC_PREFIX + r"\s*" + _TS + r"\s+(?:\[[^\]]*\]\s+)?" + _LEVEL + r"\s)"
 )
 # Exception classes: qualified (``java.io.IOException``, ``o.a.f.r.JobException``), or a simple name as people
@@ -204,6 +208,8 @@ def parse_header(line: str) -> Header | None:
     True
     """
     raw = line.rstrip("\r\n")
+    if raw.startswith('{"log"'):
+        return _parse_json(raw)
     stripped = strip_prefix(raw)
     body = stripped.lstrip()
     if body.startswith("{"):

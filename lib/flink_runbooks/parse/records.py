@@ -37,6 +37,9 @@ _HTML_ENTITY = re.compile(r"&(?:quot|lt|gt|amp|apos|#\d+|#x[0-9a-fA-F]+);")
 WRAP_MIN = 60
 WRAP_WIDTHS = (72, 76, 78, 80, 100, 120, 132, 160)
 MAX_MESSAGE = 8000
+# Where a line of its own starts (a kernel, syslog or journal time stamp): never the rest of a wrapped one.
+_LINE_START = re.compile(r"^(?:\[[^\]]{0,40}\d{2}:\d{2}:\d{2}[^\]]{0,20}\]|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}"
+                         r"|\d{4}-\d{2}-\d{2}[ T]\d{2}:|\d{2}:\d{2}:\d{2}[.,]\d{3} )")
 # A line that is only a qualified name: the first half of a class name a wrap cut in two.
 _CUT_NAME = re.compile(r"^(?:[a-z_$][\w$]*\.){2,}[\w$]+$")
 # What is left of a stack frame cut by a wrap: "java:753)", "(StreamTask.java:753) ~[flink-dist-1.20.3.jar:1.20.3]".
@@ -145,6 +148,7 @@ class RecordAssembler:
         self._cut_text: str | None = None  # the text of a record start cut after its level
         self._text: str | None = None  # a line that may be the first half of a cut class name
         self._text_kind = "top"
+        self._cut_token = self._prev_cut_token = False
 
     def feed(self, index: int, is_header: bool, text: str | None) -> RawRecord | None:
         if text is not None and text.startswith('{"log"'):
@@ -180,11 +184,13 @@ class RecordAssembler:
         if not line:
             return None
         last, self._last = self._last, None
+        # A line that is one long token was cut inside that token (a path, a class name): join without a space.
+        self._cut_token, self._prev_cut_token = " " not in line and length in WRAP_WIDTHS, self._cut_token
         # Flink indents its own continuation lines (frames, config dumps); a wrapping tool does not.
         cut_header = (bool(last) and last[1] == "header" and self.current is not None
                       and self.current.layout in ("unknown", "cut"))
         wrapped = (bool(last) and last[0] == index - 1 and (last[2] >= WRAP_MIN or cut_header)
-                   and not unprefixed[:1].isspace())
+                   and not unprefixed[:1].isspace() and not _LINE_START.match(line))
         caused = _CAUSED.match(line)
         if caused and _CUT_NAME.match(caused.group(2)) and not parse_exception_line(caused.group(2)):
             self._text, self._text_kind = caused.group(2), "caused_by" if caused.group(1) == "Caused by" else "suppressed"
@@ -234,6 +240,7 @@ class RecordAssembler:
         if re.match(r"^[a-z][\w.-]*\s?=", line) or not rec.chain:
             if len(rec.body) < MAX_BODY:
                 rec.body.append(line)
+                self._last = (index, "body", length)
         else:
             rec.append_text(line)
         return None
@@ -251,12 +258,15 @@ class RecordAssembler:
     def _join(self, last: tuple[int, str, int], line: str) -> bool:
         """Join ``line`` to what the previous (long) line added, as the tool that wrapped it had cut it."""
         rec, kind = self.current, last[1]
-        sep = " "
+        # A long token (a path, an id) that a wrap cut at exactly the width goes on without a space.
+        sep = "" if self._prev_cut_token or (last[2] in WRAP_WIDTHS and len(line.split(" ", 1)[0]) >= 25) else " "
         if kind == "frame" and rec.frames:
             # A frame has no space before its closing parenthesis: the cut fell inside a name.
             rec.frames[-1] = rec.frames[-1] + ("" if ")" not in rec.frames[-1] else " ") + line
         elif kind == "exception" and rec.chain:
             rec.chain[-1]["message"] = (rec.chain[-1]["message"] + sep + line).strip()[:MAX_MESSAGE]
+        elif kind == "body" and rec.body and not parse_exception_line(line):
+            rec.body[-1] = (rec.body[-1] + sep + line)[:MAX_MESSAGE]
         elif kind == "header" and rec.layout in ("unknown", "cut") and not rec.chain and not rec.body and not parse_exception_line(line):
             # A record start cut after its level or logger: read it again with its rest.
             start = self._cut_text or rec.message
