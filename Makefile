@@ -15,7 +15,7 @@ test: setup
 	$(BIN)/python -m pytest -q
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not notebook and not cluster"
+	$(BIN)/python -m pytest -q -m "not notebook and not cluster and not slow"
 
 # Generated bundles of 100 MB, 1 GB and 5 GB (cached in build/bench); figures to build/bench/results.md.
 bench: setup

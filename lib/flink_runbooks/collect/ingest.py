@@ -334,11 +334,11 @@ def gzip_problem(path: str, head: bytes | None = None) -> str | None:
                     out_total += len(data)
                     nl = data.rfind(b"\n")
                     line = line + len(data) if nl < 0 else len(data) - nl - 1
-                    if line > GZIP_MAX_LINE_BYTES:
-                        return f"holds a line longer than {GZIP_MAX_LINE_BYTES >> 20} MiB once decompressed"
                     if out_total > (64 << 20) and out_total > GZIP_MAX_RATIO * size:
                         return (f"decompresses to more than {GZIP_MAX_RATIO} times its size "
                                 f"(a decompression bomb, not a log)")
+                    if line > GZIP_MAX_LINE_BYTES:
+                        return f"holds a line longer than {GZIP_MAX_LINE_BYTES >> 20} MiB once decompressed"
                     if d.eof and d.unused_data:
                         # concatenated gzip members, as logrotate may leave them
                         chunk, d = d.unused_data + chunk, zlib.decompressobj(zlib.MAX_WBITS | 16)
