@@ -34,8 +34,11 @@ def test_json_contract_for_an_incident_with_a_finding(spark, capsys):
     ev = f["evidence"][0]
     assert set(ev) >= {"file", "line", "ts", "text"}
     assert ev["file"].endswith("flink-flink-standalonesession-0-vm.log") and ev["line"] == 412
-    patch = next(p for p in f["patches"] if p["key"] == "execution.checkpointing.tolerable-failed-checkpoints")
-    assert patch["proposed"] == "3" and patch["current"] is None
+    # a store that refuses writes gets access for the Flink user, never more tolerance (it would hide the fault)
+    patch = next(p for p in f["patches"] if p["key"] == "checkpoint storage permissions")
+    assert patch["target"] == "ops" and "chown -R <flink-user>" in patch["snippet"]
+    assert not [p for p in f["patches"] if "tolerable" in p["key"]]
+    assert f["would_change_verdict"]
 
 
 def test_healthy_incident_exits_zero_with_no_findings(spark, capsys):
@@ -49,7 +52,8 @@ def test_text_output_leads_with_the_primary_finding_and_its_diff(spark, capsys):
     assert code == 1
     first = next(line for line in out.splitlines() if line.startswith("["))
     assert first.startswith(f"[PRIMARY] {SLUG}")
-    assert "+execution.checkpointing.tolerable-failed-checkpoints: 3" in out
+    assert "action: checkpoint storage permissions" in out and "chown -R <flink-user>" in out
+    assert "would change the verdict: If the same path is writable" in out
     assert "flink-flink-standalonesession-0-vm.log:412" in out
 
 

@@ -85,6 +85,11 @@ class Detector:
         evidence = [Evidence.of(ev, notes.get(i, ""), limit=EVIDENCE_TEXT_LIMIT)
                     for i, ev in enumerate(evs[:max_evidence])]
         rc = self.cause(cause)
+        would_change = would_change or self.would_change(cause)
+        details = dict(details or {})
+        if would_change:
+            # also among the details, which every notebook and site page shows next to the verdict
+            details.setdefault("what would change the verdict", would_change)
         patches = list(patches)
         self.check_declared(cause, patches)
         if rc.next_evidence and rc.next_evidence not in summary:
@@ -99,8 +104,8 @@ class Detector:
             patches=patches,
             severity=severity,
             first_seen=earliest_ts(evs),
-            details=dict(details or {}),
-            would_change=would_change or self.would_change(cause),
+            details=details,
+            would_change=would_change,
         )
 
     @staticmethod

@@ -76,6 +76,8 @@ def to_text(diagnosis: Diagnosis, *, color: bool = False) -> str:
         lines.append(bold(f"[{tag}] {f.runbook}: {f.title}"))
         lines.append(f"  root cause: {f.root_cause.slug} — {f.root_cause.summary} (confidence {f.confidence:.0%})")
         lines.append(f"  {f.summary}")
+        if f.would_change:
+            lines.append(f"  would change the verdict: {f.would_change}")
         if f.evidence:
             lines.append("  evidence:")
             for e in f.evidence:
