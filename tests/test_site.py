@@ -19,6 +19,7 @@ import pytest
 
 from conftest import DATA, ROOT
 from flink_runbooks.parse import keys
+from flink_runbooks import catalogue
 from flink_runbooks.apps import site
 from flink_runbooks.parse.config import parse_conf
 from flink_runbooks.detectors import get_detector, slugs
@@ -46,7 +47,7 @@ def test_collect_takes_every_runbook_with_a_detector_and_a_notebook():
         assert rb.repo_path == f"runbooks/{rb.slug}.ipynb"
         assert rb.incident_paths and all((ROOT / p).exists() for p in rb.incident_paths)
         assert rb.detector is get_detector(rb.slug)
-    categories = [site._category_rank(r.category) for r in runbooks]
+    categories = [catalogue.category_rank(r.category) for r in runbooks]
     assert categories == sorted(categories), "grouped by category in the catalogue's order"
 
 

@@ -37,26 +37,19 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from flink_runbooks.parse import keys
-from flink_runbooks.detectors import Detector, all_detectors
 from flink_runbooks.model import Finding
 from flink_runbooks.notebook import PROJECT_ROOT
 from flink_runbooks.parse.redact import redact_text
 from flink_runbooks.render.decision_table import decision_table_html
 from flink_runbooks.apps.notebook_runner import HIDDEN_INPUT_TAGS, run_notebook
+from flink_runbooks import catalogue
+from flink_runbooks.catalogue import CATEGORIES, category_label, category_rank
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 TEMPLATES = PACKAGE_DIR / "site_templates"
 STATIC = PACKAGE_DIR / "site_static"
 RUNBOOK_TEMPLATE = "runbook"
 
-# Cells whose code is plumbing, not part of the runbook's story: only their outputs are published.
-CATEGORIES = (
-    ("checkpointing", "Checkpointing"),
-    ("state-backends", "State backends"),
-    ("memory", "Memory"),
-    ("cluster", "Cluster and resources"),
-    ("connectors", "Connectors"),
-)
 # How much one matched pattern counts on the stack-trace page before it is shared out among the runbooks that
 # declare it: frames only locate a failure, signatures and exception classes name it.
 PATTERN_WEIGHT = {"signature": 1.0, "exception": 1.0, "frame": 0.5}
@@ -73,26 +66,16 @@ class SiteError(Exception):
 
 
 @dataclass(frozen=True)
-class Runbook:
-    """One runbook of the site: its detector (the metadata) and its notebook with the default example incident."""
+class Runbook(catalogue.Runbook):
+    """One runbook of the site: the catalogue's runbook with its notebook's default example incident."""
 
-    detector: Detector
-    notebook: pathlib.Path
-    repo_path: str  # the notebook, relative to the repository root
-    incident_paths: tuple[str, ...]  # the notebook's default incident_paths
+    incident_paths: tuple[str, ...] = ()  # the notebook's default incident_paths
     incident: dict = field(default_factory=dict, compare=False)  # that incident's expected.json, when it has one
 
     @property
-    def slug(self) -> str:
-        return self.detector.slug
-
-    @property
-    def title(self) -> str:
-        return self.detector.title
-
-    @property
-    def category(self) -> str:
-        return self.detector.category
+    def repo_path(self) -> str:
+        """The notebook, relative to the repository root."""
+        return self.notebook.relative_to(self.root).as_posix()
 
     @property
     def page(self) -> str:
@@ -115,10 +98,6 @@ class Runbook:
         return self.detector.signatures[0] if self.detector.signatures else ""
 
 
-def category_label(category: str) -> str:
-    return dict(CATEGORIES).get(category, category.replace("-", " ").capitalize())
-
-
 def collect_runbooks(root: str | os.PathLike | None = None,
                      slugs: Sequence[str] | None = None) -> tuple[list[Runbook], list[str]]:
     """The runbooks to publish and, for those left out, why.
@@ -128,38 +107,31 @@ def collect_runbooks(root: str | os.PathLike | None = None,
     """
     import papermill
 
-    base = pathlib.Path(root) if root else PROJECT_ROOT
-    detectors = {d.slug: d for d in all_detectors()}
-    notebooks = {p.stem: p for p in sorted((base / "runbooks").glob("*.ipynb"))}
+    base = (pathlib.Path(root) if root else PROJECT_ROOT).resolve()
+    entries = {r.slug: r for r in catalogue.runbooks(base)}
+    complete = [s for s, r in entries.items() if r.notebook.exists()]
     skipped: list[str] = []
     if slugs:
         wanted = list(dict.fromkeys(slugs))
-        missing = [s for s in wanted if s not in detectors or s not in notebooks]
+        missing = [s for s in wanted if s not in complete]
         if missing:
             raise SiteError(f"no runbook {', '.join(missing)}: a runbook needs a detector and runbooks/<slug>.ipynb "
-                            f"(complete runbooks: {', '.join(s for s in detectors if s in notebooks) or 'none'})")
+                            f"(complete runbooks: {', '.join(complete) or 'none'})")
     else:
-        wanted = [s for s in detectors if s in notebooks]
-        skipped += [f"{s}: detector without runbooks/{s}.ipynb" for s in detectors if s not in notebooks]
-        skipped += [f"{s}: runbooks/{s}.ipynb without a detector" for s in notebooks if s not in detectors]
+        wanted = complete
+        skipped += [f"{s}: detector without runbooks/{s}.ipynb" for s in entries if s not in complete]
+        skipped += [f"{p.stem}: runbooks/{p.name} without a detector" for p in catalogue.orphan_notebooks(base)]
     found = []
     for slug in wanted:
-        path = notebooks[slug]
-        params = papermill.inspect_notebook(str(path))
-        default = params.get("incident_paths", {}).get("default")
+        entry = entries[slug]
+        default = papermill.inspect_notebook(str(entry.notebook)).get("incident_paths", {}).get("default")
         try:
             value = ast.literal_eval(default) if default else ()
         except (ValueError, SyntaxError):
             raise SiteError(f"runbooks/{slug}.ipynb: incident_paths default {default!r} is not a literal") from None
         paths = (value,) if isinstance(value, str) else tuple(value)
-        found.append(Runbook(detectors[slug], path.resolve(), path.relative_to(base).as_posix(), paths,
-                             _expected(base, paths)))
-    return sorted(found, key=lambda r: (_category_rank(r.category), r.title.lower())), skipped
-
-
-def _category_rank(category: str) -> int:
-    order = [c for c, _ in CATEGORIES]
-    return order.index(category) if category in order else len(order)
+        found.append(Runbook(entry.detector, base, paths, _expected(base, paths)))
+    return sorted(found, key=lambda r: (category_rank(r.category), r.title.lower())), skipped
 
 
 def _expected(base: pathlib.Path, paths: Sequence[str]) -> dict:
