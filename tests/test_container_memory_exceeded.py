@@ -178,3 +178,10 @@ def test_example_yarn_kill_through_spark(spark):
 def test_example_planned_stop_through_spark(spark):
     inc = ingest([str(example(SLUG, "near-miss-planned-stop-exit-143-v1.16"))], spark)
     assert run_detectors(inc).findings == []
+
+
+def test_example_oomkilled_without_configuration_through_spark(spark):
+    inc = ingest([str(example(SLUG, "oomkilled-without-config-1.17"))], spark)
+    primary = run_detectors(inc).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "undetermined")
+    assert "Collect next:" in primary.summary and not [p for p in primary.patches if p.target == "flink"]

@@ -350,3 +350,10 @@ def test_healthy_and_near_miss_give_nothing_from_any_runbook(spark, name):
     inc = ingest([str(example(SLUG, name))], spark)
     assert commit_failures(inc) or name == "healthy"
     assert run_detectors(inc).findings == []
+
+
+def test_the_production_ticket_excerpt_through_spark_is_a_finding_with_persistence_unknown(spark):
+    inc = ingest([str(example(SLUG, "ticket-excerpt-1.16"))], spark)
+    primary = run_detectors(inc).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "coordinator-unavailable")
+    assert primary.confidence <= 0.5 and primary.details["persistence"].startswith("unknown")
