@@ -138,3 +138,14 @@ def test_every_runbook_reference_names_a_runbook_of_the_catalogue():
     dangling = [f"{name}: {ref}" for name, text in _texts_that_reference_runbooks()
                 for ref in sorted(runbook_references(text)) if ref not in known]
     assert not dangling, "references to runbooks that do not exist:\n" + "\n".join(dangling)
+
+
+def test_no_text_users_read_mentions_the_source_documents():
+    # Users never saw the source documents: production cases are described in their own words.
+    wording = re.compile(r"\b(?:the|a|our|this) seed\b|\bseed(?:'s| \d{3}| deployment| question)|\bSEED_|seeds/",
+                         re.IGNORECASE)
+    hits = [f"{name}: {m.group(0)}" for name, text in _texts_that_reference_runbooks()
+            for m in wording.finditer(text)]
+    for path in sorted(DATA.glob("*/*/expected.json")) + sorted(DATA.glob("*/README.md")):
+        hits += [f"{path.relative_to(DATA)}: {m.group(0)}" for m in wording.finditer(path.read_text())]
+    assert not hits, "\n".join(hits)
