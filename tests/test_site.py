@@ -623,7 +623,8 @@ def test_stack_trace_page_identifies_the_rocksdb_hard_link_failure_of_seed_002(b
 
 @pytest.mark.browser
 @pytest.mark.notebook
-def test_runbook_page_shows_its_plot_and_its_patch(watched):
+def test_runbook_page_shows_its_plot_and_its_patch(threshold_site, browser_context):
+    watched = _Watched(browser_context, threshold_site[1])
     page = watched.open(f"runbooks/{THRESHOLD}.html")
     img = page.locator(".jp-RenderedImage img").first
     img.scroll_into_view_if_needed()
@@ -636,6 +637,7 @@ def test_runbook_page_shows_its_plot_and_its_patch(watched):
     assert page.locator(".runbook-facts .versions").inner_text() == get_detector(THRESHOLD).versions
     assert page.locator(f'a.notebook-link[href="../notebooks/{THRESHOLD}.ipynb"]').count() == 1
     assert watched.errors == [] and watched.external == []
+    watched.close()
 
 
 @pytest.mark.browser
