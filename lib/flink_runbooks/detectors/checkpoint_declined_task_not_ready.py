@@ -5,14 +5,16 @@ from __future__ import annotations
 import collections
 import re
 
-from flink_runbooks.evidence.checkpoint_analysis import (NotReadyAbort, ceil_duration_ms, human_duration, job_state_at,
-                                   job_state_changes, not_ready_aborts, span_ms)
+from flink_runbooks.evidence.checkpoint_analysis import (NotReadyAbort, ceil_duration_ms, job_state_at,
+                                   job_state_changes, not_ready_aborts)
 from flink_runbooks.evidence.checkpoints import checkpoint_history
 from flink_runbooks.evidence.episodes import episodes, fault_text
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.units import format_duration
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
+from flink_runbooks.parse.timestamps import span_ms
+from flink_runbooks.parse.units import human_duration
 
 FLIP147_KEY = "execution.checkpointing.checkpoints-after-tasks-finish"
 INTERVAL_KEY = "execution.checkpointing.interval"

@@ -4,10 +4,11 @@ from __future__ import annotations
 import re
 import statistics
 
-from flink_runbooks.evidence.checkpoint_analysis import CompletedStats, ceil_duration_ms, completed_stats, failovers, human_duration, span_ms
+from flink_runbooks.evidence.checkpoint_analysis import CompletedStats, ceil_duration_ms, completed_stats, failovers
 from flink_runbooks.evidence.checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.units import format_duration
+from flink_runbooks.parse.timestamps import span_ms
+from flink_runbooks.parse.units import format_duration, human_duration, human_size
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
 
@@ -108,8 +109,8 @@ class CheckpointExpired(Detector):
             "completed_duration_p90": human_duration(stats.p90_ms) if stats.durations_ms else None,
             "completed_duration_max": human_duration(stats.max_ms) if stats.durations_ms else None,
             "duration_growth": stats.duration_growth,
-            "size_first": _human_size(stats.sizes_bytes[0]) if stats.sizes_bytes else None,
-            "size_last": _human_size(stats.sizes_bytes[-1]) if stats.sizes_bytes else None,
+            "size_first": human_size(stats.sizes_bytes[0]) if stats.sizes_bytes else None,
+            "size_last": human_size(stats.sizes_bytes[-1]) if stats.sizes_bytes else None,
             "size_growth": stats.size_growth,
             "unaligned_checkpoints": {True: "enabled", False: "disabled"}.get(unaligned, "not set (disabled)"),
             "late_acknowledgements": len(late),
@@ -158,9 +159,9 @@ class CheckpointExpired(Detector):
         biggest = max(stats.sizes_bytes) if stats.sizes_bytes else 0
         if (size_growth >= GROWING and (stats.duration_growth or 0) >= 1.5) or \
                 (biggest >= LARGE_STATE and (stats.max_ms or 0) >= NEAR_TIMEOUT * timeout_ms):
-            return "slow-state-upload", (f"checkpoint size grew {size_growth:g}x to {_human_size(stats.sizes_bytes[-1])}"
+            return "slow-state-upload", (f"checkpoint size grew {size_growth:g}x to {human_size(stats.sizes_bytes[-1])}"
                                          if size_growth >= GROWING else
-                                         f"checkpoints of up to {_human_size(biggest)} take up to "
+                                         f"checkpoints of up to {human_size(biggest)} take up to "
                                          f"{human_duration(stats.max_ms)}")
         if stats.durations_ms and (stats.duration_growth or 0) >= GROWING and size_growth < 1.5 and not unaligned:
             return "backpressure-alignment", (f"checkpoint durations grew {stats.duration_growth:g}x while the size "
@@ -308,12 +309,8 @@ class CheckpointExpired(Detector):
 
 
 def _done_text(att: CheckpointAttempt) -> str:
-    size = f"{_human_size(att.size_bytes)} " if att.size_bytes is not None else ""
+    size = f"{human_size(att.size_bytes)} " if att.size_bytes is not None else ""
     return f"{size}in {human_duration(att.duration_ms)}" if att.duration_ms is not None else (size.strip() or "completed")
-
-
-def _human_size(num: int) -> str:
-    return f"{num / (1 << 30):.1f} GiB" if num >= 1 << 30 else f"{num / (1 << 20):.0f} MiB"
 
 
 def _main_job(expired: list[CheckpointAttempt]) -> str | None:

@@ -20,6 +20,7 @@ from flink_runbooks.evidence.kafka_clients import (
     consumer_config, current_value, longest_consecutive_run, seconds, source_assignment,
 )
 from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.parse.units import human_span
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
 
@@ -165,11 +166,11 @@ class KafkaOffsetCommitFailure(Detector):
             "failure_lines": len(failures),
             "checkpoints_failing": f"{ids[0]}–{ids[-1]}" if ids else "ids not logged (legacy consumer)",
             "longest_consecutive_run": len(run),
-            "failure_span": _human(span) if times else "unknown (no timestamps)",
+            "failure_span": human_span(span) if times else "unknown (no timestamps)",
             "persistence": {"persistent": "persistent (over the thresholds)",
                             "unknown": "unknown: the input ends with the failures (no timeline after them)"}[persistence],
             "thresholds": f"more than {MAX_CONSECUTIVE_FAILED_CHECKPOINTS} consecutive checkpoints or more than "
-                          f"{_human(MAX_FAILURE_SPAN_S)} of failures",
+                          f"{human_span(MAX_FAILURE_SPAN_S)} of failures",
             "causes": dict(counts.most_common()),
             "commit_cadence": f"{round(gap)} s" if gap else (f"{interval_ms // 1000} s (checkpoint interval)"
                                                             if interval_ms else "unknown"),
@@ -203,7 +204,7 @@ class KafkaOffsetCommitFailure(Detector):
         what = (f"Kafka offset commits failed for {len(ids)} checkpoint(s) ({ids[0]}–{ids[-1]}, up to {len(run)} "
                 f"in a row)" if ids else f"Kafka offset commits failed {len(rounds)} time(s)")
         if times:
-            what += f" over {_human(span)}"
+            what += f" over {human_span(span)}"
         top = ", ".join(f"{name} ×{n}" for name, n in counts.most_common(3))
         what += f" ({top})." if top else "."
         if cause == "coordinator-unavailable":
@@ -315,13 +316,6 @@ class KafkaOffsetCommitFailure(Detector):
                         f"kafka-consumer-groups.sh --bootstrap-server {servers or '<bootstrap servers>'} --describe "
                         f"--group {(config.group_id if config and config.group_id else '<group.id>')}"))
         return patches
-
-
-def _human(seconds_: float) -> str:
-    minutes, secs = divmod(int(round(seconds_)), 60)
-    if not minutes:
-        return f"{secs} s"
-    return f"{minutes} min" + (f" {secs} s" if secs else "")
 
 
 def _proposed_idle_ms(current: int | None, commit_gap_s: float | None, disconnect_period: float | None) -> int | None:

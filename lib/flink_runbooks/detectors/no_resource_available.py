@@ -9,6 +9,7 @@ from flink_runbooks.evidence.episodes import JOB_STATE
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.units import format_duration
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.parse.timestamps import seconds_between
 
 _NO_RESOURCE = re.compile(
     r"NoResourceAvailableException|Could not acquire the minimum required resources|"
@@ -240,7 +241,7 @@ def _capacity(incident: Incident, first: Event) -> dict:
     if workers:
         out["workers_requested"] = len(workers)
         evidence.append(workers[0])
-    waited = cluster.seconds_between(requested[0].ts if requested else None, first.ts)
+    waited = seconds_between(requested[0].ts if requested else None, first.ts)
     if waited is not None:
         out["waited"] = format_duration(round(waited) * 1000)
     out["_evidence"] = evidence
@@ -255,7 +256,7 @@ def _failing_job(incident: Incident, first: Event, before: list[Event]) -> str |
             m = JOB_STATE.search(ev.message)
             if m and m["to"] in ("FAILING", "RESTARTING", "FAILED"):
                 return m["job"]
-            if cluster.seconds_between(first.ts, ev.ts) > 60:
+            if seconds_between(first.ts, ev.ts) > 60:
                 break
     for rx in (_NOT_FULFILLED, _REQUIREMENTS):
         m = next((m for ev in reversed(before) for m in [rx.search(ev.message)] if m), None)

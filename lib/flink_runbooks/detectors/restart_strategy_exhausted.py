@@ -9,6 +9,7 @@ from flink_runbooks.evidence.episodes import JOB_STATE, RECOVERY_SUPPRESSED, epi
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.units import format_duration
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.parse.timestamps import seconds_between
 
 # Faults that come from the environment and may pass: a bigger budget can ride them out.
 _INFRASTRUCTURE = re.compile(
@@ -87,7 +88,7 @@ class RestartStrategyExhausted(Detector):
         runbook = _runbook_for(self, recurring)
         times = [ep.start if ep else ev.ts for ep, ev, *_ in named]
         restarts = sum(1 for ep in eps if ep.outcome == "restarting")
-        span = cluster.seconds_between(times[0], times[-1]) if len(times) > 1 else None
+        span = seconds_between(times[0], times[-1]) if len(times) > 1 else None
         details = {
             "strategy": strategy.describe(),
             "strategy_parameters": strategy.args,

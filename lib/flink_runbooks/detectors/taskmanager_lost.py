@@ -11,6 +11,7 @@ from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.units import format_duration
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
+from flink_runbooks.parse.timestamps import seconds_between
 
 _FAILURE_RECORD = re.compile(rf"{TASK_FAILED.pattern}|switched from state \w+ to (?:FAILING|RESTARTING|FAILED)|"
                              r"Trying to recover from a global failure|reached terminal state FAILED")
@@ -259,7 +260,7 @@ def _first_lost(inv: Inventory, failures: list[Event]) -> tuple[TaskManager | No
     candidates = []
     for tm in inv.taskmanagers.values():
         for loss in tm.losses:
-            gap = cluster.seconds_between(loss.ts, first.ts)
+            gap = seconds_between(loss.ts, first.ts)
             if gap is None or -cluster.MERGE_WINDOW_S <= gap <= cluster.MERGE_WINDOW_S:
                 candidates.append((tm, loss))
     if named:
@@ -321,7 +322,7 @@ def _lost_list(inv: Inventory, failures: list[Event]) -> list[dict]:
         for loss in tm.losses:
             if loss.orderly and not any("shutting down" in f.text for f in failures):
                 continue
-            if start and loss.ts and (cluster.seconds_between(loss.ts, start) or 0) > cluster.MERGE_WINDOW_S:
+            if start and loss.ts and (seconds_between(loss.ts, start) or 0) > cluster.MERGE_WINDOW_S:
                 continue
             out.append({"id": tm.tm_id, "host": tm.host, "at": loss.ts, "how": loss.kind})
     return sorted(out, key=lambda d: d["at"] or "~")
@@ -350,7 +351,7 @@ def _ctx_details(ctx: LossContext) -> dict:
     d: dict = {"orderly_shutdown_in_own_log": bool(ctx.orderly), "alive_after_the_loss": ctx.alive_after}
     if ctx.has_own_log and ctx.last_own is not None:
         d["own_log_last_line_before_loss"] = ctx.last_own.ts
-        gap = cluster.seconds_between(ctx.last_own.ts, ctx.loss.ts)
+        gap = seconds_between(ctx.last_own.ts, ctx.loss.ts)
         if gap is not None:
             d["own_log_silent_before_loss_s"] = round(gap, 1)
     silence = ctx.silence_s()
@@ -368,7 +369,7 @@ def _summary(what: str, cause: str, tm: TaskManager | None, loss: Loss | None, c
     head = f"{who} was lost{when} while running tasks of the job. {what}"
     facts = []
     if ctx and cause == "process-killed" and ctx.last_own is not None:
-        gap = cluster.seconds_between(ctx.last_own.ts, ctx.loss.ts)
+        gap = seconds_between(ctx.last_own.ts, ctx.loss.ts)
         facts.append(f"Its own log ({ctx.tm.log_file}) has no shutdown line and nothing after the loss; the last line "
                      f"kept from it is at {ctx.last_own.ts}" + (f", {gap:.0f} s before the loss." if gap is not None else "."))
     if ctx and cause == "tm-unresponsive" and ctx.silence_s() is not None:

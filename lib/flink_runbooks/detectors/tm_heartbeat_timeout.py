@@ -11,6 +11,7 @@ from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.units import format_duration, format_size
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
+from flink_runbooks.parse.timestamps import seconds_between
 
 _ADDRESS_MISMATCH = re.compile(r"dropping message .* for non-local recipient|has quarantined this system|"
                                r"[Qq]uarantined address|not a local address")
@@ -79,7 +80,7 @@ class TmHeartbeatTimeout(Detector):
             return [self._without_inventory(incident, bare, failures, timeout_ms)]
         tm, loss = timed_out[0]
         ctx = cluster.loss_context(incident, tm, loss)
-        together = [c for c in timed_out if abs(cluster.seconds_between(loss.ts, c[1].ts) or 0) <= _TOGETHER_S]
+        together = [c for c in timed_out if abs(seconds_between(loss.ts, c[1].ts) or 0) <= _TOGETHER_S]
         cause, why = _classify(incident, inv, ctx, together, timeout_ms)
         rpc = _rpc_timeouts(incident, tm, loss.ts)
         evidence, notes = _evidence(ctx, failures, rpc, incident)
@@ -212,7 +213,7 @@ def _classify(incident: Incident, inv: Inventory, ctx: LossContext, together: li
         return "network-partition", ("Its own log goes on through the timeout." if ctx.alive_after else
                                      f"{len(together)} TaskManagers timed out together.")
     if ctx.has_own_log:
-        gap = cluster.seconds_between(ctx.last_own.ts, ctx.loss.ts) if ctx.last_own else None
+        gap = seconds_between(ctx.last_own.ts, ctx.loss.ts) if ctx.last_own else None
         return "process-died", ("Its own log ends" + (f" {gap:.0f} s before the timeout" if gap is not None else "")
                                 + " with no shutdown line and nothing after.")
     return "tm-log-missing", "Add the TaskManager's log to tell a dead process from a frozen one."
@@ -222,7 +223,7 @@ def _jobmanager_silence(incident: Incident, ts: str | None) -> float | None:
     """Seconds between the JobManager's last kept line before ``ts`` and the line before that gap ended."""
     jm = [ev for ev in incident.events if ev.role == "jobmanager" and ev.ts and ts and ev.ts < ts
           and not HEARTBEAT_TIMEOUT.search(ev.text)]
-    return cluster.seconds_between(jm[-1].ts, ts) if jm else None
+    return seconds_between(jm[-1].ts, ts) if jm else None
 
 
 def _rpc_timeouts(incident: Incident, tm, ts: str | None) -> list[Event]:

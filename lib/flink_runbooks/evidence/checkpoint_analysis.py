@@ -6,7 +6,6 @@ Shared by the ``checkpoint-expired``, ``checkpoint-metadata-already-exists`` and
 """
 from __future__ import annotations
 
-import datetime as dt
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 from flink_runbooks.evidence.checkpoints import CheckpointAttempt
 from flink_runbooks.evidence.episodes import JOB_STATE
 from flink_runbooks.model import Event, Incident
+from flink_runbooks.parse.timestamps import parse_ts
 
 JOB_ID = r"[0-9a-f]{32}"
 
@@ -186,20 +186,6 @@ def failovers(events: list[Event]) -> int:
     return 1 + sum((b - a).total_seconds() > 2 for a, b in zip(stamps, stamps[1:]))
 
 
-def parse_ts(ts: str | None) -> dt.datetime | None:
-    if not ts:
-        return None
-    try:
-        return dt.datetime.strptime(ts[:23], "%Y-%m-%d %H:%M:%S.%f")
-    except ValueError:
-        return None
-
-
-def span_ms(start: str | None, end: str | None) -> int | None:
-    a, b = parse_ts(start), parse_ts(end)
-    return int((b - a).total_seconds() * 1000) if a and b else None
-
-
 # ------------------------------------------------------------------------------------------------ statistics
 
 
@@ -258,15 +244,6 @@ def growth(values: list[int]) -> float | None:
     first = statistics.mean(values[:third])
     last = statistics.mean(values[-third:])
     return round(last / first, 2) if first > 0 else None
-
-
-def human_duration(ms: int | float | None) -> str:
-    """A duration for prose: whole seconds from 10 s on (``95513`` -> ``96 s``), exact below."""
-    from flink_runbooks.parse.units import format_duration
-
-    if ms is None:
-        return "?"
-    return format_duration(round(ms / 1000) * 1000 if ms >= 10_000 else ms)
 
 
 def ceil_duration_ms(ms: int | float) -> int:

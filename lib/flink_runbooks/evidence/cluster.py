@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 
 from flink_runbooks.evidence.episodes import SECONDARY_SYMPTOMS
 from flink_runbooks.model import Event, Incident
+from flink_runbooks.parse.timestamps import seconds_between
 from flink_runbooks.parse.units import format_duration
 
 # ------------------------------------------------------------------------------------------------ log line shapes
@@ -103,24 +103,6 @@ TERMINAL_STATE = re.compile(
 
 
 # ------------------------------------------------------------------------------------------------ time helpers
-
-def parse_ts(ts: str | None) -> datetime | None:
-    """``2024-03-01 10:00:00.123`` (the normalised event timestamp) -> datetime; None when absent or odd."""
-    if not ts:
-        return None
-    try:
-        return datetime.strptime(ts[:23], "%Y-%m-%d %H:%M:%S.%f")
-    except ValueError:
-        try:
-            return datetime.strptime(ts[:19], "%Y-%m-%d %H:%M:%S")
-        except ValueError:
-            return None
-
-
-def seconds_between(earlier: str | None, later: str | None) -> float | None:
-    a, b = parse_ts(earlier), parse_ts(later)
-    return (b - a).total_seconds() if a and b else None
-
 
 def duration_value(ms: int, version: tuple[int, ...] | None) -> str:
     """A duration as a config value: ``120 s`` where the option is Duration-typed (1.20+), else milliseconds,

@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from flink_runbooks.model import Event, Incident
+from flink_runbooks.parse.timestamps import seconds
 
 # Kafka client defaults (2.x and 3.x) of the properties the runbooks discuss.
 CLIENT_DEFAULTS = {
@@ -254,20 +255,6 @@ def longest_consecutive_run(rounds: list[CommitRound]) -> list[CommitRound]:
         if len(run) > len(best):
             best = list(run)
     return best
-
-
-def seconds(ts: str | None) -> float | None:
-    """``YYYY-MM-DD HH:MM:SS.mmm`` as seconds since an arbitrary epoch (None without a timestamp)."""
-    if not ts:
-        return None
-    m = re.match(r"(\d{4})-(\d{2})-(\d{2}) (\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?", ts)
-    if not m:
-        return None
-    import datetime as dt
-
-    y, mo, d, h, mi, s = (int(x) for x in m.groups()[:6])
-    frac = float("0." + m.group(7)) if m.group(7) else 0.0
-    return dt.datetime(y, mo, d, h, mi, s).timestamp() + frac
 
 
 def _gap_s(a: str | None, b: str | None) -> float | None:

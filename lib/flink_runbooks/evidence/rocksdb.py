@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass, field
 
 from flink_runbooks.parse.config import EffectiveConfig
-from flink_runbooks.evidence.kafka_clients import seconds
 from flink_runbooks.model import Event, Incident
+from flink_runbooks.parse.timestamps import seconds
 
 INSTANCE_DIR = re.compile(
     r"(?P<base>/[^\s:'\"]*?)/(?:flink-io-[\w-]+/)?job_(?P<job>[0-9a-f]{32})_op_(?P<op>[^\s/]+?)_uuid_[0-9a-f-]{36}")

@@ -68,3 +68,23 @@ def format_duration(ms: int | float | None) -> str:
         if n >= factor and n % factor == 0:
             return f"{n // factor} {unit}"
     return f"{n} ms"
+
+
+def human_duration(ms: int | float | None) -> str:
+    """A duration for prose: whole seconds from 10 s on (``95513`` -> ``96 s``), exact below."""
+    if ms is None:
+        return "?"
+    return format_duration(round(ms / 1000) * 1000 if ms >= 10_000 else ms)
+
+
+def human_span(seconds: float) -> str:
+    """A span of wall-clock time for prose, in minutes and seconds (``125`` -> ``2 min 5 s``)."""
+    minutes, secs = divmod(int(round(seconds)), 60)
+    if not minutes:
+        return f"{secs} s"
+    return f"{minutes} min" + (f" {secs} s" if secs else "")
+
+
+def human_size(num_bytes: int) -> str:
+    """A state or file size for prose, in GiB from 1 GiB on, else MiB."""
+    return f"{num_bytes / (1 << 30):.1f} GiB" if num_bytes >= 1 << 30 else f"{num_bytes / (1 << 20):.0f} MiB"

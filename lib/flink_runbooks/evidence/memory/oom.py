@@ -30,7 +30,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from flink_runbooks.evidence.checkpoints import checkpoint_history
-from flink_runbooks.evidence.cluster import TASK_ON, seconds_between
+from flink_runbooks.evidence.cluster import TASK_ON
+from flink_runbooks.parse.timestamps import seconds_between
 from flink_runbooks.evidence.episodes import GLOBAL_FAILURE, JOB_STATE, RECOVERY_SUPPRESSED, TASK_FAILED
 from flink_runbooks.evidence.memory import (MIB, JobManagerMemory, MemoryConfigError, TaskManagerMemory, derive_jobmanager_memory,
                      derive_taskmanager_memory, grow_pool)
