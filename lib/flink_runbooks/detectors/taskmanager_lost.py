@@ -12,6 +12,7 @@ from flink_runbooks.parse.units import format_duration
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
 from flink_runbooks.parse.timestamps import seconds_between
+from flink_runbooks.evidence.deployment import deployment
 
 _FAILURE_RECORD = re.compile(rf"{TASK_FAILED.pattern}|switched from state \w+ to (?:FAILING|RESTARTING|FAILED)|"
                              r"Trying to recover from a global failure|reached terminal state FAILED")
@@ -184,7 +185,7 @@ class TaskManagerLost(Detector):
                 "Its log just ends, so something outside Flink stopped it: the kernel OOM killer, the container "
                 "runtime, an operator, or a JVM crash (hs_err_pid*.log).",
                 snippet=_kill_commands(ctx)))
-            if cluster.deployment(incident) in ("kubernetes", "yarn"):
+            if deployment(incident).containerised:
                 patches += self._overhead_patches(incident)
         if cause == "node-lost":
             patches.append(self.ops_patch(
@@ -224,7 +225,7 @@ class TaskManagerLost(Detector):
         """More JVM overhead: a container killed without an OutOfMemoryError usually ran out of native memory."""
         try:
             changes = grow_pool(incident.config.as_flat_dict(), incident.version_tuple, "overhead", 1.5,
-                                deployment=cluster.deployment(incident) or "standalone")
+                                deployment=deployment(incident).memory_target)
         except (MemoryConfigError, ValueError):
             return []
         return [self.flink_patch(incident, key, value,

@@ -462,18 +462,6 @@ def ended_before(spans: list[tuple[str, str | None, Event]], ts: str | None) -> 
     return next((ev for start, stop, ev in spans if start <= ts and (stop is None or ts < stop)), None)
 
 
-def deployment(incident: Incident) -> str | None:
-    """``kubernetes``, ``yarn`` or ``standalone`` from the entrypoint banners and resource ids; None when unknown."""
-    text = "\n".join(ev.message for ev in incident.events if "Starting " in ev.message or "ResourceID" in ev.message)
-    if re.search(r"Kubernetes\w*(?:Entrypoint|EntryPoint|Runner)|-taskmanager-\d+-\d+", text):
-        return "kubernetes"
-    if re.search(r"Yarn\w*(?:Entrypoint|EntryPoint|Runner)|container_e?\d+_\d+", text):
-        return "yarn"
-    if re.search(r"Standalone\w*(?:Entrypoint|EntryPoint)|Starting TaskManager", text):
-        return "standalone"
-    return None
-
-
 # ------------------------------------------------------------------------------------------------ restart strategy
 
 MAX_INT = 2147483647

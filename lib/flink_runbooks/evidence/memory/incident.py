@@ -21,6 +21,7 @@ from typing import Mapping
 from flink_runbooks.parse import keys
 from flink_runbooks.evidence.memory import (MemoryConfigError, TaskManagerMemory, derive_taskmanager_memory, grow_pool,
                      parse_logged_breakdown)
+from flink_runbooks.evidence.deployment import deployment
 from flink_runbooks.model import Event, Evidence, Incident
 from flink_runbooks.parse.units import format_size, parse_memory_size
 
@@ -40,27 +41,9 @@ _SLOTS = "taskmanager.numberOfTaskSlots"
 # deployment and version
 
 
-_YARN = re.compile(r"Yarn(?:TaskExecutorRunner|SessionClusterEntrypoint|JobClusterEntrypoint|"
-                   r"ApplicationClusterEntryPoint|ResourceManager)|container_(?:e\d+_)?\d{10,}_\d+_\d+_\d+")
-_NATIVE_K8S = re.compile(r"Kubernetes(?:TaskExecutorRunner|SessionClusterEntrypoint|ApplicationClusterEntrypoint)|"
-                         r"KubernetesResourceManagerDriver")
-
-
 def deployment_of(incident: Incident) -> str:
-    """``yarn``, ``kubernetes`` (native: Flink's resource manager starts the pods) or ``standalone`` (scripts,
-    docker, standalone Kubernetes): the legacy ``taskmanager.heap.size`` means a different total in each."""
-    for ev in incident.events:
-        text = f"{ev.logger or ''} {ev.message}"
-        if _YARN.search(text):
-            return "yarn"
-        if _NATIVE_K8S.search(text):
-            return "kubernetes"
-    if incident.config.get("kubernetes.cluster-id") and incident.config.get("execution.target", "").startswith(
-            "kubernetes"):
-        return "kubernetes"
-    if (incident.config.get("execution.target") or "").startswith("yarn"):
-        return "yarn"
-    return "standalone"
+    """``yarn``, ``kubernetes`` (native) or ``standalone``, as the memory model reads the legacy heap keys."""
+    return deployment(incident).memory_target
 
 
 def model_applies(incident: Incident) -> bool:
