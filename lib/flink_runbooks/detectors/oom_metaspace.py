@@ -42,6 +42,15 @@ class OomMetaspace(Detector):
                   f"{RESTART_LOOP} or more RESTARTING cycles of the job before the OOM.",
                   patches=("flink:taskmanager.memory.jvm-metaspace.size", "flink:taskmanager.memory.process.size",
                            "ops:fix the restarts", "flink:taskmanager.memory.*")),
+        RootCause("undetermined", "The metaspace ran out, but the logs do not reach back to the job's start: "
+                  "earlier submissions or restarts (a leak) cannot be ruled out.",
+                  "A metaspace OOM without the job's or the process's start in the logs.",
+                  would_change="The JobManager log since the cluster started: several submissions or 'Trying to "
+                               "access closed classloader' mean a leak, a restart loop means restart-driven leaking, "
+                               "a first attempt means the metaspace is too small.",
+                  next_evidence="the JobManager log since the cluster started (job submissions, RESTARTING "
+                                "transitions), the TaskManager log from its start, and "
+                                "`jcmd <pid> VM.classloader_stats` on the process while it runs."),
         RootCause("metaspace-too-small", "The job simply needs more class metadata than the metaspace holds (many "
                   "connectors and formats, code-generated SQL operators).",
                   "The OOM comes on the first attempt, without earlier submissions or restarts.",
@@ -62,8 +71,11 @@ class OomMetaspace(Detector):
             cause = "classloader-leak"
         elif len(restarts) >= RESTART_LOOP:
             cause = "restart-loop-leak"
-        else:
+        elif self._start_seen(incident, first):
             cause = "metaspace-too-small"
+        else:
+            # The history before the OOM is not in view: a leak over earlier submissions or restarts is as likely.
+            cause = "undetermined"
         jm = first.process == "jobmanager"
         metaspace, source = self._metaspace(incident, jm)
         role = "JobManager" if jm else "TaskManager"
@@ -88,8 +100,8 @@ class OomMetaspace(Detector):
             summary += ("It came on the job's first attempt, without earlier submissions or restarts: the job needs "
                         "more metaspace than configured.")
         else:
-            summary += ("The logs do not reach back to the job's start, so earlier submissions or restarts cannot be "
-                        "ruled out; without them the metaspace is simply too small for the job.")
+            summary += ("Root cause undetermined: the logs do not reach back to the job's start, so a class-loader "
+                        "leak over earlier submissions or restarts cannot be told from a metaspace that is too small.")
         evidence: list[Event] = [first.event]
         notes = {0: "the metaspace OOM" + (" (fatal: the process shuts down)" if first.fatal else "")}
         if cause == "classloader-leak":
@@ -104,7 +116,7 @@ class OomMetaspace(Detector):
         for o in found[1:3]:
             notes[len(evidence)] = "it happened again"
             evidence.append(o.event)
-        confidence = 0.85 if cause != "metaspace-too-small" or self._start_seen(incident, first) else 0.6
+        confidence = 0.4 if cause == "undetermined" else 0.85
         return [self.finding(
             cause, summary, evidence, confidence=confidence, notes=notes,
             patches=self._patches(incident, cause, jm, metaspace, first_fault),
@@ -150,6 +162,8 @@ class OomMetaspace(Detector):
 
     def _patches(self, incident: Incident, cause: str, jm: bool, metaspace: int | None,
                  first_fault: str | None) -> list[Patch]:
+        if cause == "undetermined":
+            return []  # a bigger metaspace would only hide a leak until the logs show which it is
         factor = 2.0 if cause == "metaspace-too-small" else 1.5
         patches = self._grow(incident, jm, metaspace, factor, stopgap=cause != "metaspace-too-small")
         if cause == "classloader-leak":
