@@ -88,3 +88,59 @@ def test_docstring_samples():
     for module in (layouts, records):
         result = doctest.testmod(module)
         assert result.failed == 0 and result.attempted > 0, module.__name__
+
+
+# ------------------------------------------------------------------------------------------- pasted and wrapped text
+
+@pytest.mark.parametrize("line, rest", [
+    ("10:41:07 2021/06/15  (): Caused by: java.lang.OutOfMemoryError: Java heap space", "Caused by: java.lang.OutOfMemoryError: Java heap space"),
+    ("taskmanager_1  | Exception in thread \"Thread-1\" java.lang.OutOfMemoryError: Java heap space", "Exception in thread \"Thread-1\" java.lang.OutOfMemoryError: Java heap space"),
+    ("[pod/flink-taskmanager-1-1/flink-main-container] \tat org.apache.flink.runtime.taskmanager.Task.run(Task.java:575)", "\tat org.apache.flink.runtime.taskmanager.Task.run(Task.java:575)"),
+    ("Apr 22 03:12:44 worker-3 flink[3188]: java.io.IOException: No space left on device", "java.io.IOException: No space left on device"),
+    ("2024-05-02T08:15:01.123456789Z \tat org.apache.flink.X.y(X.java:1)", "\tat org.apache.flink.X.y(X.java:1)"),
+    ("bob [10:22]> \"RemoteTransportException: Connection unexpectedly closed", "RemoteTransportException: Connection unexpectedly closed"),
+    ("just a sentence: with a colon", "just a sentence: with a colon"),
+])
+def test_constant_prefixes_are_stripped_before_structure(line, rest):
+    assert layouts.strip_prefix(line) == rest
+
+
+@pytest.mark.parametrize("line", [
+    "2024-05-02T08:15:01.123456789Z stdout F \tat org.apache.flink.X.y(X.java:1)",
+    "2024-05-02T08:15:01.123456789Z stdout F Caused by: java.io.IOException: x",
+    "2024-05-02T08:15:01.123456789Z \tat org.apache.flink.X.y(X.java:1)",
+    "2024-05-02T08:15:01.123456789Z ",
+    '{"log":"\\tat org.apache.flink.X.y(X.java:1)\\n","stream":"stdout","time":"2024-05-02T08:15:01Z"}',
+])
+def test_a_runtime_prefix_before_a_continuation_line_is_not_a_record_start(line):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    assert not re.match(layouts.HEADER_JAVA, line)
+    assert pc.match_substring_regex(pa.array([line]), layouts.re2(layouts.HEADER_JAVA)).to_pylist() == [False]
+
+
+@pytest.mark.parametrize("line, level", [
+    ("INFO  org.apache.flink.runtime.executiongraph.ExecutionGraph       [] - Job x switched from state RUNNING to FAILING.", "INFO"),
+    ('{"log":"2024-05-02 08:15:01,120 ERROR org.apache.flink.runtime.taskmanager.Task [] - Task failed.\\n","stream":"stdout","time":"2024-05-02T08:15:01Z"}', "ERROR"),
+    ("bob [10:22]: 2023-05-12 10:23:45,123 ERROR org.apache.flink.runtime.taskmanager.Task [] - boom", "ERROR"),
+])
+def test_records_without_time_stamps_in_docker_json_or_behind_unknown_prefixes_are_read(line, level):
+    assert re.match(layouts.HEADER_JAVA, line)
+    assert layouts.parse_header(line).level == level
+
+
+def test_wrapped_records_are_kept_whole_and_excerpts_line_by_line():
+    import numpy as np
+    import pyarrow as pa
+
+    lines = ["2019-11-07 16:12:30,140 INFO",
+             "org.apache.flink.runtime.executiongraph.ExecutionGraph        - Job enrich",
+             "(4f7b5c3a2e1d0c9b8a7f6e5d4c3b2a10) switched from state RUNNING to FAILING.",
+             "2019-11-07 16:12:30,141 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator     - Triggering checkpoint 2 @ 1 for job 4f.",
+             "2019-11-07 16:12:30,142 INFO  org.apache.flink.runtime.taskmanager.Task - nothing to see here"]
+    header = np.array([True, False, False, True, True])
+    keep = np.array([False, False, True, True, False])  # the job-state signature matched only the last piece
+    assert layouts.widen_kept(pa.array(lines), header, keep).tolist() == [True, True, True, True, False]
+    excerpt = pa.array(["Any idea?", "RemoteTransportException: Connection unexpectedly closed"])
+    assert layouts.widen_kept(excerpt, np.array([False, False]), np.array([False, True])).tolist() == [True, True]
