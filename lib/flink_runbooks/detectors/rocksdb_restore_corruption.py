@@ -72,6 +72,18 @@ class RocksDBRestoreCorruption(Detector):
                   "could not be written.",
                   "'No space left on device' / 'Disk quota exceeded' in the failed restore.",
                   patches=("flink:execution.checkpointing.num-retained", "ops:free the RocksDB disk")),
+        RootCause("undetermined",
+                  "A RocksDB restore failed on a corrupt file, but the logs do not show whether it came from the "
+                  "task-local copy or from the checkpoint storage.",
+                  "The restore failure alone (an excerpt): no download lines, no local or remote state handle.",
+                  patches=("flink:execution.checkpointing.num-retained", "ops:restart from an older snapshot"),
+                  would_change="'Start downloading remote state' or a remote state handle before the failure points "
+                               "at the checkpoint storage; a localState path or a local state handle at the "
+                               "task-local copy.",
+                  next_evidence="the failing TaskManager's log from the task's deployment to the failure (restore "
+                                "and download lines: `grep -n -E \"Restoring|download|localState\" taskmanager*.log`), "
+                                "whether local recovery is on (state.backend.local-recovery / "
+                                "execution.state-recovery.from-local), and the checkpoint's files in the storage."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -92,7 +104,8 @@ class RocksDBRestoreCorruption(Detector):
         elif sources["local"]:
             cause, confidence = "local-state-corrupt", 0.85
         else:
-            cause, confidence = "remote-checkpoint-corrupt", 0.6
+            # Neither a download nor a local copy shows: which file is bad (and so what to do) is not known.
+            cause, confidence = "undetermined", 0.4
         # A corrupt local copy alone is survivable: Flink falls back to the checkpoint storage.
         recovered = cause == "local-state-corrupt" and not any(a.terminal for a in attempts)
         dirs = rocksdb_dirs(incident.config)
@@ -158,10 +171,10 @@ class RocksDBRestoreCorruption(Detector):
                 return text + ("Flink then restored from the checkpoint storage and the job went on: wipe the "
                                "local state directory and check that disk.")
             return text + "No restore option succeeded: wipe the local copy and restart from the checkpoint storage."
-        if confidence < 0.8:
-            return head + ("The logs do not show whether the file came from the task-local copy or the checkpoint "
-                           "storage; without local recovery it is the checkpoint storage, so treat the checkpoint as "
-                           "corrupt: restart from an older retained checkpoint or a savepoint.")
+        if cause == "undetermined":
+            return head + ("Root cause undetermined: the logs do not show whether the file came from the task-local "
+                           "copy or from the checkpoint storage. Until that is known, restarting from an older "
+                           "retained checkpoint or a savepoint is the safe way back.")
         local = ("Local recovery was on, but there was no task-local copy to use (the task moved to another "
                  "TaskManager), so " if dirs.local_recovery else "")
         return head + (local + "the restore downloaded the files from the checkpoint storage and they are corrupt: "
@@ -172,7 +185,7 @@ class RocksDBRestoreCorruption(Detector):
         cfg = incident.config
         patches = []
         retained = cfg.get_int(RETAINED_KEY) or 1
-        if cause in ("remote-checkpoint-corrupt", "local-state-corrupt") and not recovered:
+        if cause in ("remote-checkpoint-corrupt", "local-state-corrupt", "undetermined") and not recovered:
             patches.append(self._restart_patch(cfg, checkpoint, retained))
         if cause == "remote-checkpoint-corrupt":
             patches.append(self.ops_patch(
