@@ -15,14 +15,13 @@ from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
 from flink_runbooks.parse.timestamps import span_ms
 from flink_runbooks.parse.units import human_duration
+from flink_runbooks.evidence.job_states import JOB_RUNNING, TASK_RUNNING
 
 FLIP147_KEY = "execution.checkpointing.checkpoints-after-tasks-finish"
 INTERVAL_KEY = "execution.checkpointing.interval"
 LOCAL_RECOVERY_KEY = "execution.state-recovery.from-local"
 REPEATED = 3  # aborts before a transient start-up condition is worth a finding
-TASK_READY = re.compile(r"switched from (?:DEPLOYING|INITIALIZING) to RUNNING")
 TASK_FINISHED = re.compile(r"(?P<task>\S.*?) \([0-9a-f_]+\) switched from RUNNING to FINISHED")
-JOB_STARTED = re.compile(r"switched from state (?:CREATED|RESTARTING) to RUNNING")
 # ≤ 1.8: a failed asynchronous snapshot of the declined (and so discarded) checkpoint fails the task.
 MATERIALIZE_FAILED = re.compile(r"Could not materialize checkpoint (?P<id>\d+)")
 
@@ -264,7 +263,7 @@ def _failures_from_discarded_checkpoints(incident: Incident, aborts: list[NotRea
 
 
 def _job_start_before(incident: Incident, event: Event) -> Event | None:
-    starts = [ev for ev in incident.events if JOB_STARTED.search(ev.message) and (ev.ts or "") <= (event.ts or "~")]
+    starts = [ev for ev in incident.events if JOB_RUNNING.search(ev.message) and (ev.ts or "") <= (event.ts or "~")]
     return starts[-1] if starts else None
 
 
@@ -272,7 +271,7 @@ def _restore_times(incident: Incident, changes, aborts: list[NotReadyAbort]) -> 
     """Per (re)start followed by aborts: how long until every task ran (or at least until the last abort), and
     whether it was a ``start`` or a ``restart`` after a failover."""
     starts = [c for c in changes if c.new == "RUNNING" and c.old in ("CREATED", "RESTARTING") and c.ts]
-    ready = [ev.ts for ev in incident.events if ev.ts and TASK_READY.search(ev.message)]
+    ready = [ev.ts for ev in incident.events if ev.ts and TASK_RUNNING.search(ev.message)]
     out = []
     for i, start in enumerate(starts):
         end = starts[i + 1].ts if i + 1 < len(starts) else "~"

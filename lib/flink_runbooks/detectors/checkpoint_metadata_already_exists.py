@@ -10,6 +10,7 @@ from flink_runbooks.evidence.checkpoints import THRESHOLD, checkpoint_history
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.detectors.base import Detector, version_key
 from flink_runbooks.evidence.trail import evidence_trail
+from flink_runbooks.evidence.job_states import JOB_FAILOVER
 
 DIR_KEY = "execution.checkpointing.dir"
 RETAINED_KEY = "execution.checkpointing.num-retained"
@@ -29,7 +30,7 @@ COLLISION = re.compile(
 COLLISION_TEXT = re.compile(r"_metadata(?: for client \S+)? already exists|File already exists: \S*_metadata")
 JOB_IN_PATH = re.compile(r"/(?P<job>[0-9a-f]{32})/chk-\d+$")
 FAILED_FOR_JOB = re.compile(r"checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32})")
-FAILOVER = re.compile(r"switched from state RUNNING to (?:RESTARTING|FAILING|FAILED)|Trying to recover from a global failure")
+FAILOVER = re.compile(rf"{JOB_FAILOVER.pattern}|Trying to recover from a global failure")
 
 
 @dataclass

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from flink_runbooks.evidence.checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history
 from flink_runbooks.evidence.episodes import GLOBAL_FAILURE, TASK_FAILED
 from flink_runbooks.model import Event, Incident
+from flink_runbooks.evidence.job_states import JOB_FAILOVER
 
 # --------------------------------------------------------------------------------------------------------------------
 # the wrappers that name the phase
@@ -36,7 +37,6 @@ COMPLETE_SNAPSHOT = re.compile(
 # Logged (DEBUG/INFO) when the task was already cancelled or failing: the snapshot failure is a consequence.
 TASK_NOT_RUNNING = re.compile(r"while the invokable was not in state running|as task is not running anymore")
 IGNORED_DECLINE = re.compile(r"Ignore decline of checkpoint (?P<id>\d+) as task is not running anymore")
-JOB_FAILING = re.compile(r"switched from state RUNNING to (?:FAILING|RESTARTING|FAILED)")
 # Causes that only say the task or job was being shut down.
 CANCELLATION = re.compile(
     r"CancellationException|CancelTaskException|ClosedByInterruptException|InterruptedException|"
@@ -142,7 +142,7 @@ class SnapshotFailure:
 
 
 def _fails_task(ev: Event) -> bool:
-    return bool(TASK_FAILED.search(ev.message) or JOB_FAILING.search(ev.message) or GLOBAL_FAILURE.search(ev.message))
+    return bool(TASK_FAILED.search(ev.message) or JOB_FAILOVER.search(ev.message) or GLOBAL_FAILURE.search(ev.message))
 
 
 def snapshot_failures(incident: Incident, phase: str) -> list[SnapshotFailure]:

@@ -39,6 +39,7 @@ from flink_runbooks.evidence.memory.incident import (STATE_BACKEND_IN_LOG, deplo
                               user_memory_config)
 from flink_runbooks.model import ChainLink, Event, Incident
 from flink_runbooks.parse.units import format_size, parse_memory_size
+from flink_runbooks.evidence.job_states import JOB_FAILOVER, JOB_RUNNING, TASK_RUNNING  # noqa: F401 - JOB_RUNNING for the OOM detectors
 
 # A frame of user code: a job jar uploaded through the blob server, or any jar that is not Flink's own.
 USER_JAR_FRAME = r"\[blob_p-[0-9a-f]+-[0-9a-f]+:|~?\[(?!flink-|\?|na:|jrt:)[\w.+-]+\.jar:"
@@ -75,12 +76,9 @@ UNCAUGHT = re.compile(r"(?:FATAL: )?Thread '(?P<thread>[^']*)' produced an uncau
                       r"Exception in thread \"(?P<thread2>[^\"]*)\"|Uncaught error from thread \[(?P<thread3>[^\]]*)\]")
 _JOB_WRAPPER = re.compile(rf"{JOB_STATE.pattern}|{RECOVERY_SUPPRESSED.pattern}|{GLOBAL_FAILURE.pattern}|"
                           r"reached (?:globally )?terminal state|Job \w+ failed|JobResult|job has failed")
-_NEW_FAILURE = re.compile(r"switched from state RUNNING to (?:RESTARTING|FAILING|FAILED)|"
-                          + GLOBAL_FAILURE.pattern)
+_NEW_FAILURE = re.compile(rf"{JOB_FAILOVER.pattern}|{GLOBAL_FAILURE.pattern}")
 ATTEMPT = re.compile(r"\((?P<id>[0-9a-f]{32}(?:_[0-9a-f]{32}_\d+_\d+)?)\)")
-TASK_STARTED = re.compile(r"\((?P<id>[0-9a-f]{32}(?:_[0-9a-f]{32}_\d+_\d+)?)\) switched from "
-                          r"(?:INITIALIZING|DEPLOYING) to RUNNING")
-JOB_RUNNING = re.compile(r"switched from state (?:CREATED|RESTARTING|INITIALIZING|RECONCILING) to RUNNING")
+TASK_STARTED = re.compile(rf"{ATTEMPT.pattern} {TASK_RUNNING.pattern}")
 TM_BANNER = re.compile(r"Starting (?:TaskManager|\w*TaskExecutorRunner) \(Version")
 SUBMISSION = re.compile(r"Received JobGraph submission '?(?P<name>.*?)'? \((?P<job>[0-9a-f]{32})\)|"
                         r"Submitting job '?(?P<name2>.*?)'? \((?P<job2>[0-9a-f]{32})\)|"
@@ -89,7 +87,7 @@ SUBMISSION = re.compile(r"Received JobGraph submission '?(?P<name>.*?)'? \((?P<j
 # Signatures the OOM runbooks share: task starts (time to OOM), job submissions (leaks across submissions) and the
 # memory spec a resource manager starts TaskManagers with.
 CONTEXT_SIGNATURES = (
-    r"switched from (?:INITIALIZING|DEPLOYING) to RUNNING",
+    TASK_RUNNING.pattern,
     r"Received JobGraph submission",
     r"Submitting job \S+ \(",
     r"TaskExecutorProcessSpec \{",
