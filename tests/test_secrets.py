@@ -193,3 +193,21 @@ def test_triage_writes_no_secret(spark, planted, tmp_path, capsys):
     assert (out / "runbooks" / "checkpoint-tolerable-failure-threshold.html").exists()
     assert leaks(printed, err) == []
     assert tree_leaks(out) == {}
+
+
+@pytest.mark.notebook
+def test_site_page_of_an_example_incident_with_secrets_holds_none(spark, planted, tmp_path):
+    """The site built for one runbook whose example incident carries every planted secret."""
+    from flink_runbooks.apps.site import build_site
+
+    slug = "checkpoint-tolerable-failure-threshold"
+    root = tmp_path / "repo"
+    (root / "runbooks").mkdir(parents=True)
+    shutil.copy(pathlib.Path(__file__).resolve().parents[1] / "runbooks" / f"{slug}.ipynb", root / "runbooks")
+    example_dir = root / "data" / slug / "storage-permission-denied"
+    shutil.copytree(planted, example_dir)
+    shutil.copy(example(slug, "storage-permission-denied") / "expected.json", example_dir)
+    report = build_site(tmp_path / "site", runbooks=[slug], root=root, spark=spark, jobs=1)
+    assert (tmp_path / "site" / "index.html").exists()
+    assert not report.failed, report.failed
+    assert tree_leaks(tmp_path / "site") == {}
