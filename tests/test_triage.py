@@ -223,3 +223,17 @@ def test_every_file_serve_would_read_is_resolved_under_the_logs_root(tmp_path):
         with pytest.raises(PathRejected) as refused:
             resolve_incident(root, location)
         assert refused.value.status == 403
+
+
+def test_an_alert_with_a_version_that_is_not_one_is_refused(tmp_path):
+    from fastapi.testclient import TestClient
+
+    from flink_runbooks.apps.serve import create_app
+
+    (tmp_path / "logs" / "a").mkdir(parents=True)
+    client = TestClient(create_app(str(tmp_path / "logs"), str(tmp_path / "runs")))
+    payload = _alert("a")
+    payload["alerts"][0]["annotations"]["flink_version"] = "99.9"
+    answer = client.post("/alerts", json=payload)
+    assert answer.status_code == 400 and "flink_version" in answer.json()["detail"]
+    assert not list((tmp_path / "runs").iterdir())

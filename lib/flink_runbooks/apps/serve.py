@@ -64,7 +64,10 @@ class Run:
         report = pathlib.Path(self.out) / "report.json"
         doc["report_path"] = str(report)
         if self.status == "done" and report.exists():
-            doc["report"] = json.loads(report.read_text())
+            try:
+                doc["report"] = json.loads(report.read_text())
+            except (OSError, ValueError) as exc:  # one unreadable report must not break every listing
+                doc["error"] = f"report.json cannot be read: {exc}"
         return doc
 
 
@@ -159,6 +162,13 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
         location, version = find_location(payload.model_dump())
         if location is None:
             raise HTTPException(400, f"no '{LOCATION_KEY}' annotation or label names the incident's logs")
+        if version is not None:
+            from flink_runbooks.apps.cli import flink_version
+
+            try:
+                version = flink_version(version)
+            except Exception as exc:  # argparse.ArgumentTypeError
+                raise HTTPException(400, f"'{VERSION_KEY}': {exc}") from None
         try:
             folder = resolve_incident(logs_root, location)
         except PathRejected as exc:
