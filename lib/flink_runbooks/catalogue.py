@@ -77,10 +77,6 @@ class Runbook:
         return self.root / "runbooks" / f"{self.slug}.ipynb"
 
     @property
-    def detector_source(self) -> pathlib.Path:
-        return self.root / "lib" / "flink_runbooks" / "detectors" / f"{module_name(self.slug)}.py"
-
-    @property
     def test_file(self) -> pathlib.Path:
         return self.root / "tests" / f"test_{module_name(self.slug)}.py"
 
@@ -114,13 +110,6 @@ def runbooks(root: pathlib.Path = PROJECT_ROOT) -> list[Runbook]:
     """Every registered runbook, in category order, then by title."""
     found = [Runbook(d, root) for d in all_detectors()]
     return sorted(found, key=lambda r: (category_rank(r.category), r.title.lower()))
-
-
-def get_runbook(slug: str, root: pathlib.Path = PROJECT_ROOT) -> Runbook:
-    for runbook in runbooks(root):
-        if runbook.slug == slug:
-            return runbook
-    raise KeyError(f"unknown runbook {slug!r}; known: {', '.join(slugs(root))}")
 
 
 def slugs(root: pathlib.Path = PROJECT_ROOT) -> list[str]:

@@ -168,9 +168,6 @@ class Incident:
     def first(self, pattern: str | re.Pattern[str], **kw: Any) -> tuple[Event, re.Match[str]] | None:
         return next(self.find(pattern, **kw), None)
 
-    def with_exception(self, name: str) -> list[Event]:
-        return [ev for ev in self.events if ev.has_exception(name)]
-
     @property
     def version_tuple(self) -> tuple[int, ...] | None:
         return parse_version(self.flink_version)

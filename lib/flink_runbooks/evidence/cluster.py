@@ -426,15 +426,6 @@ def describe_noise(noise: dict) -> str:
     return f"{noise['total']} follow-on record(s) ({parts}) are fallout of this loss, not separate faults."
 
 
-def configured_restart_strategy(incident: Incident) -> tuple[str | None, str | None, Event | None]:
-    """The strategy the JobMaster said it uses (``Using restart back off time strategy …``): (name, args, event)."""
-    for ev in incident.events:
-        m = USING_STRATEGY.search(ev.message)
-        if m:
-            return m["strategy"], (m["args"] or "").strip("()"), ev
-    return None, None, None
-
-
 def orderly_ends(incident: Incident) -> list[tuple[str, str | None, Event]]:
     """Spans in which the job had ended in an orderly way (CANCELED/FINISHED) until it ran again: ``(from, to, event)``.
 

@@ -163,12 +163,6 @@ def client_lines(incident: Incident) -> list[ClientLine]:
     return out
 
 
-def subtask_of(client_id: str | None) -> int | None:
-    """KafkaSource names each reader's consumer ``<client.id.prefix>-<subtask index>``."""
-    m = re.search(r"-(\d+)$", client_id or "")
-    return int(m.group(1)) if m else None
-
-
 @dataclass
 class CommitFailure:
     event: Event

@@ -1,4 +1,4 @@
-"""Renderers: the diagnosis as JSON (the CLI contract), terminal text and Markdown.
+"""Renderers: the diagnosis as JSON (the CLI contract) and as terminal text (triage writes its Markdown report).
 
 Secrets are masked where values enter the model (ingestion, :mod:`~flink_runbooks.parse.redact`); findings pass
 :func:`redact_data` once more as values, before serialisation. Finished text is never redacted: a pattern run over
