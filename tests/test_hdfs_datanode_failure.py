@@ -95,6 +95,14 @@ def test_no_datanode_running_is_datanodes_down():
     [finding] = detect(no_target(0, "no") + "\n" + threshold(), version="1.12.7")
     assert finding.root_cause.slug == "datanodes-down"
     assert finding.details["datanodes_running"] == 0
+    # a store with no datanode up is broken, not flaky: tolerating failures would only postpone the failover
+    assert not [p for p in finding.patches if "olerable" in p.key]
+
+
+def test_full_datanode_disks_get_no_tolerance_either():
+    [finding] = detect(no_target(4, "no") + "\n" + threshold(), version="1.18.1")
+    assert finding.root_cause.slug == "datanode-disks-full"
+    assert not [p for p in finding.patches if "olerable" in p.key]
 
 
 def test_running_datanodes_refused_by_the_namenode_are_full():

@@ -80,9 +80,7 @@ class CheckpointAsyncMaterializeFailure(Detector):
                   "snapshot read them, or their serializer cannot handle them.",
                   "A non-I/O deepest cause under the materialize failure: ConcurrentModificationException, "
                   "KryoException, NullPointerException or ClassCastException from a serializer.",
-                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
-                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber",
-                           "ops:state objects and serializers")),
+                  patches=("ops:state objects and serializers",)),
         RootCause("undetermined",
                   "The logs show the materialize failure but not what failed underneath.",
                   "The trace stops at 'Could not materialize checkpoint' (an excerpt, or the TaskManager log is "
@@ -238,7 +236,9 @@ class CheckpointAsyncMaterializeFailure(Detector):
                 self, "Flink <= 1.8 (what the task failure here shows): a failed snapshot then declines the "
                       "checkpoint instead of failing the task and restarting the job. Deprecated in 1.9, removed "
                       "in 2.0; from 1.9 on this is the default behaviour."))
-        if legacy is not True and cause != "storage-unwritable":
+        # Tolerance only for failures that come and go: never for a store that refuses writes, a serializer that
+        # fails on the same state every time, or a reason the logs do not show.
+        if legacy is not True and cause in ("storage-io-error", "hdfs-datanodes-bad", "checkpoint-discarded-while-writing"):
             patches += tolerance_patches(
                 self, incident, streak,
                 f"Since 1.9 asynchronous failures count against this threshold; up to {streak} checkpoint(s) failed "

@@ -56,15 +56,13 @@ class HdfsDatanodeFailure(Detector):
         RootCause("datanodes-down",
                   "No datanode was running: the NameNode had nowhere to place the block.",
                   "'could only be written to 0 of the N minReplication nodes. There are 0 datanode(s) running'.",
-                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
-                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber", "ops:start the datanodes")),
+                  patches=("ops:start the datanodes",)),
         RootCause("datanode-disks-full",
                   "Datanodes were running but the NameNode refused all of them for new blocks, usually because their "
                   "remaining space is below the block size.",
                   "'There are K datanode(s) running and no node(s) are excluded' (the client excluded none), or an "
                   "explicit DiskOutOfSpaceException / 'No space left on device'.",
-                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
-                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber", "ops:datanode disk space")),
+                  patches=("ops:datanode disk space",)),
         RootCause("datanodes-unreachable",
                   "The client excluded every running datanode after failing to open a pipeline to it (network, "
                   "firewall, overloaded datanodes).",
@@ -76,8 +74,7 @@ class HdfsDatanodeFailure(Detector):
         RootCause("datanodes-unavailable",
                   "The NameNode found no datanode for the block; the message does not say why.",
                   "'could only be replicated to 0 nodes' without the running/excluded counts.",
-                  patches=("flink:execution.checkpointing.tolerable-failed-checkpoints",
-                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber", "ops:datanode state")),
+                  patches=("ops:datanode state",)),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -256,7 +253,9 @@ class HdfsDatanodeFailure(Detector):
                     self, "Flink <= 1.8 only: a failed snapshot declines the checkpoint instead of failing the task, "
                           "so a short HDFS outage no longer restarts the job (from 1.9 on synchronous-phase failures "
                           "always fail the task)."))
-        elif v is None or tuple(v[:2]) >= (1, 9):
+        elif (v is None or tuple(v[:2]) >= (1, 9)) and cause in ("pipeline-recovery-failure", "datanodes-unreachable"):
+            # Only for an HDFS that comes back by itself: with no datanode up or every disk full, tolerance would
+            # only postpone the failover.
             patches += tolerance_patches(
                 self, incident, streak,
                 "Ride out short HDFS incidents: a few failed checkpoints then do not fail the job over "
