@@ -107,3 +107,17 @@ def test_a_crash_exits_four_with_one_line_not_one_like_findings(spark, capsys, m
     assert out == ""
     assert err.strip().splitlines() == [
         "flink-runbooks: internal error: RuntimeError: detector exploded (set FLINK_RUNBOOKS_DEBUG=1 for the traceback)"]
+
+
+def test_the_jvm_start_up_says_nothing_on_stderr(tmp_path):
+    """Spark's launcher enables an incubating JDK module; the JVM's warning about it is not the user's business."""
+    import subprocess
+    import sys
+
+    from conftest import example
+
+    proc = subprocess.run([sys.executable, "-m", "flink_runbooks.apps.cli", "diagnose", "--master", "local[1]",
+                           str(example("checkpoint-tolerable-failure-threshold", "storage-permission-denied")),
+                           "--format", "json"], capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "incubator" not in proc.stderr and proc.stderr.strip() == "", proc.stderr
