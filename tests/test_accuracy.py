@@ -111,13 +111,14 @@ def render(rows, shapes) -> str:
                   "excerpts cut from them (the bare exception chain of the primary finding's evidence, the same "
                   "truncated after 8 lines, JSON-escaped). Each cell: incidents giving the same runbook and root cause "
                   "/ the same runbook at lower confidence (or, where the excerpt lost the evidence, a clearly less "
-                  "confident finding) / missed.", ""]
+                  "confident finding; or nothing where the cut left no exception and no failure wording) / missed. "
+                  "The misses are listed with their reason in `KNOWN_GAPS` of tests/test_excerpts.py.", ""]
         lines += ["| runbook | " + " | ".join(SHAPES) + " |", "|---" * (len(SHAPES) + 1) + "|"]
         for slug in sorted({s for s, _ in shapes}):
             cells = []
             for shape in SHAPES:
                 c = shapes.get((slug, shape), collections.Counter())
-                cells.append(f"{c['same']}/{c['weaker']}/{c['missed']}" if c else "–")
+                cells.append(f"{c['same']}/{c['weaker'] + c['gone']}/{c['missed']}" if c else "–")
             lines.append(f"| `{slug}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

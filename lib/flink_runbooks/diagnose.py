@@ -143,9 +143,9 @@ def _excerpt_wordings(incident: Incident, findings: list[Finding]) -> list[Findi
     known = set(slugs())
     added: dict[str, Finding] = {}
     for ev in incident.events:
-        if ev.level not in (None, "ERROR", "FATAL"):
-            continue  # a warning that quotes an error is not that error
-        texts = [f"{c.cls}: {c.message}" for c in reversed(ev.chain) if c.kind != "suppressed"] + [ev.message]
+        if ev.level not in (None, "ERROR", "FATAL") and not (ev.logger or "").startswith("org.apache.flink."):
+            continue  # an application's warning that quotes an error is not that error
+        texts = [f"{c.cls}: {c.message}" for c in reversed(ev.chain) if c.kind != "suppressed"] + [ev.message, *ev.body]
         for text in texts:
             for wording in recognise(text):
                 if wording.runbook in known and wording.runbook not in have and wording.runbook not in added:

@@ -1,9 +1,10 @@
 """Flink's own wording, release by release: exception messages, log lines and enrichment hints, with the versions
 each one holds for, and the fully qualified names of the exception classes people paste without their package.
 
-Taken from each release's classes (``javap -c -constants`` / ``strings`` on ``flink-dist`` of the PyPI
-``apache-flink`` / ``apache-flink-libraries`` distributions: 1.7.2, 1.9.3, 1.11.6, 1.20.3) and checked against the
-logs the releases write. Each :class:`Wording` carries an example line exactly as that release prints it; the tests
+Taken from each release's classes where a distribution is at hand (``javap -c -constants`` on ``flink-dist`` of the
+PyPI ``apache-flink`` 1.9.3 and ``apache-flink-libraries`` 1.20.3; the oldest on PyPI is 1.9.3), and for older
+releases from the wording their logs show (the ``versions`` of those say where the text was seen, not proven by a
+jar). Each :class:`Wording` carries an example line exactly as that release prints it; the tests
 match every pattern against its example, so a pattern and the text it is meant for cannot drift apart.
 
 Patterns use the regex subset Java, Python and RE2 share (they run on the Spark workers as pre-filter signatures).
@@ -265,7 +266,7 @@ WORDINGS: tuple[Wording, ...] = (
             "1.9 – 1.13", "CheckpointCoordinator#triggerCheckpoint (\"Checkpoint triggering task {} of job {} is not in state {} but {} instead. Aborting checkpoint.\")",
             "Checkpoint triggering task Source: Kafka (1/2) of job 0a4f2b7c9d1e3f5a6b8c0d2e4f6a8b0c is not in state RUNNING but DEPLOYING instead. Aborting checkpoint."),
     Wording("checkpoint-declined-task-not-ready", r"task .+ of job [0-9a-f]+ is not being executed at the moment\. Aborting checkpoint\.",
-            "1.14 – 2.x", "DefaultCheckpointPlanCalculator (\"Checkpoint triggering task %s of job %s is not being executed at the moment. Aborting checkpoint.\")",
+            "1.9 – 2.x", "CheckpointCoordinator up to 1.13, DefaultCheckpointPlanCalculator since 1.14 (\"Checkpoint triggering task %s of job %s is not being executed at the moment. Aborting checkpoint.\")",
             "Checkpoint triggering task Source: orders (1/2) of job 0a4f2b7c9d1e3f5a6b8c0d2e4f6a8b0c is not being executed at the moment. Aborting checkpoint. Failure reason: Not all required tasks are currently running."),
     Wording("checkpoint-declined-task-not-ready", r"Some tasks of the job have already finished and checkpointing with finished tasks is not enabled",
             "1.14 – 2.x", "DefaultCheckpointPlanCalculator (FLIP-147 switched off)",
@@ -317,7 +318,7 @@ WORDINGS: tuple[Wording, ...] = (
     Wording("oom-direct-memory", r"The direct out-of-memory error has occurred",
             "1.10 – 2.x", "TaskManagerExceptionUtils / ClusterEntryPointExceptionUtils", _TM_DIRECT),
     Wording("oom-direct-memory", r"Could not allocate enough memory segments for NetworkBufferPool \(required \(M[Bb]\): \d+",
-            "1.10 – 2.x", "NetworkBufferPool.<init> (\"(required (Mb): ...\" up to 1.11, \"(required (MB): ...\" since 1.12)",
+            "1.9 – 2.x", "NetworkBufferPool.<init> (\"(required (Mb): ...\" in 1.9 – 1.11, \"(required (MB): ...\" in 1.20)",
             "java.lang.OutOfMemoryError: Could not allocate enough memory segments for NetworkBufferPool (required (Mb): 1024, allocated (Mb): 931, missing (Mb): 93). Cause: Direct buffer memory."),
     Wording("oom-java-heap", r"OutOfMemoryError:\s*(?:Java heap space|GC overhead limit exceeded)",
             "1.3 – 2.x", "the JVM", "java.lang.OutOfMemoryError: Java heap space"),
