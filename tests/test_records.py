@@ -80,3 +80,58 @@ def test_wrapped_message_continues_the_last_exception():
              "/_metadata already exists."]
     recs = assemble(lines)
     assert recs[0].chain[0]["message"].endswith("chk-1 /_metadata already exists.")
+
+
+# ------------------------------------------------------------------------------------------- pasted and wrapped text
+
+def _chain(lines):
+    return [r.chain for r in assemble(lines) if r.chain]
+
+
+def test_a_message_wrapped_by_a_ticket_tool_is_joined_back():
+    lines = ["org.apache.flink.runtime.io.network.netty.exception.RemoteTransportException: Connection unexpectedly",
+             "closed by remote task manager 'tm-3/10.0.0.3:40000'. This might indicate that the remote task manager",
+             "was lost."]
+    [chain] = _chain(lines)
+    assert chain[0]["message"] == ("Connection unexpectedly closed by remote task manager 'tm-3/10.0.0.3:40000'. This "
+                                   "might indicate that the remote task manager was lost.")
+
+
+def test_a_class_name_cut_in_two_and_a_record_cut_after_its_level_are_joined_back():
+    lines = ["2019-11-07 16:12:30,140 INFO",
+             "org.apache.flink.runtime.executiongraph.ExecutionGraph        - Job enrich (4f7b5c3a2e1d0c9b8a7f6e5d4c3b2a10)",
+             "switched from state RUNNING to FAILING.",
+             "org.apache.flink.runtime.checkpoint.decline.CheckpointDeclineTaskNotReadyExcepti",
+             "on: Task Source: Custom Source (2/4) was not running"]
+    [rec] = assemble(lines)
+    assert rec.level == "INFO" and rec.logger.endswith("ExecutionGraph")
+    assert rec.message == "Job enrich (4f7b5c3a2e1d0c9b8a7f6e5d4c3b2a10) switched from state RUNNING to FAILING."
+    assert rec.chain[0]["cls"] == "org.apache.flink.runtime.checkpoint.decline.CheckpointDeclineTaskNotReadyException"
+    assert rec.chain[0]["message"] == "Task Source: Custom Source (2/4) was not running"
+
+
+def test_a_json_escaped_trace_on_one_line_is_read_as_its_lines():
+    line = ('"stack_trace": "java.lang.IllegalStateException: boom\\n\\tat com.acme.A.b(A.java:1)\\n'
+            'Caused by: java.io.IOException: No space left on device"')
+    [chain] = _chain([line])
+    assert [c["cls"] for c in chain] == ["java.lang.IllegalStateException", "java.io.IOException"]
+
+
+def test_docker_json_log_lines_are_read_as_the_lines_they_wrap():
+    import json
+
+    raw = ["2024-05-02 08:15:01,120 WARN  org.apache.flink.runtime.taskmanager.Task [] - Task failed.",
+           "java.lang.IllegalStateException: boom", "\tat com.acme.A.b(A.java:1)", "Caused by: java.io.IOException: x"]
+    lines = [json.dumps({"log": r + "\n", "stream": "stdout", "time": "2024-05-02T08:15:01Z"}) for r in raw]
+    [rec] = assemble(lines)
+    assert rec.level == "WARN" and [c["kind"] for c in rec.chain] == ["top", "caused_by"]
+    assert rec.frames == ["at com.acme.A.b(A.java:1)"]
+
+
+def test_kubernetes_prefixed_stack_traces_stay_one_record():
+    prefix = "2024-05-02T08:15:01.123456789Z stdout F "
+    lines = [prefix + "2024-05-02 08:15:01,120 ERROR org.apache.flink.runtime.taskmanager.Task [] - Task failed.",
+             prefix + "java.lang.IllegalStateException: boom", prefix + "\tat com.acme.A.b(A.java:1)",
+             prefix + "Caused by: java.io.IOException: x", prefix]
+    recs = assemble(lines)
+    assert len(recs) == 1 and len(recs[0].chain) == 2 and recs[0].frames == ["at com.acme.A.b(A.java:1)"]
