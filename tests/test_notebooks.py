@@ -102,6 +102,10 @@ _REFERENCES = (
 _NOT_SLUGS = {"oom-*", "comma-separated"}
 
 
+# A slug being created (`flink-runbooks new-runbook <slug>` in the instructions for adding one) is not a reference.
+_CREATED = re.compile(rf"new-runbook ({_SLUG})")
+
+
 def runbook_references(text: str) -> set[str]:
     found: set[str] = set()
     for line in text.splitlines():
@@ -109,7 +113,7 @@ def runbook_references(text: str) -> set[str]:
             found |= set(_REFERENCES[0].findall(line))
         for rx in _REFERENCES[1:]:
             found |= set(rx.findall(line))
-    return found - _NOT_SLUGS
+    return found - _NOT_SLUGS - set(_CREATED.findall(text))
 
 
 def _texts_that_reference_runbooks() -> list[tuple[str, str]]:
@@ -128,7 +132,8 @@ def _texts_that_reference_runbooks() -> list[tuple[str, str]]:
 def test_the_reference_finder_sees_each_kind_of_reference():
     text = ("- Related runbooks: `oom-java-heap`, `no-such-runbook`.\n"
             "see the hdfs-datanode-failure runbook, or (see `tm-memory-misconfiguration`); [x](gone-away.html)\n"
-            "`execution.checkpointing.dir` and `restart-strategy` are keys, not references")
+            "`execution.checkpointing.dir` and `restart-strategy` are keys, not references\n"
+            "flink-runbooks new-runbook brand-new --title x, then edit runbooks/brand-new.ipynb")
     assert runbook_references(text) == {"oom-java-heap", "no-such-runbook", "hdfs-datanode-failure",
                                         "tm-memory-misconfiguration", "gone-away"}
 
