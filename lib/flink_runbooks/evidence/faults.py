@@ -36,6 +36,7 @@ CONNECTOR_PACKAGES = (
     "org.mongodb.", "oracle.jdbc.", "com.microsoft.sqlserver.", "java.sql.", "org.apache.iceberg.",
     "org.apache.hudi.", "org.apache.paimon.", "io.delta.", "org.apache.hive.", "org.apache.avro.",
     "org.apache.parquet.", "org.apache.orc.", "com.amazonaws.services.kinesis", "software.amazon.kinesis",
+    "com.fasterxml.jackson.",  # JSON formats: a record the format cannot read
 )
 # The world around the job: storage, network, the file system, the cloud APIs behind checkpoints.
 ENVIRONMENT_PACKAGES = ("java.net.", "java.nio.file.", "org.apache.hadoop.", "com.amazonaws.", "software.amazon.",
