@@ -152,3 +152,16 @@ def test_another_jobs_checkpoints_on_a_session_cluster_do_not_cut_the_streak_or_
     notes = " | ".join(e.note or "" for e in finding.evidence)
     assert "checkpoint 2 failed" in notes
     assert "last completed checkpoint before the failure: 1" in notes and "900" not in notes
+
+
+def test_hdfs_with_every_datanode_full_is_a_store_that_refuses_writes():
+    full = (f"2024-03-01 10:11:00,000 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - "
+            f"Decline checkpoint 2 by task abc of job {JOB} at tm-1.\n"
+            "org.apache.flink.util.SerializedThrowable: org.apache.flink.runtime.checkpoint.CheckpointException: "
+            "Asynchronous task checkpoint failed.\n"
+            "Caused by: org.apache.flink.util.SerializedThrowable: org.apache.hadoop.ipc.RemoteException(java.io.IOException): "
+            "File /flink/ckpt/chk-2/x could only be written to 0 of the 1 minReplication nodes. There are 4 "
+            "datanode(s) running and no node(s) are excluded in this operation.")
+    [finding] = get_detector(SLUG).detect(incident_from_text(_log(full), version="1.18.1"))
+    assert finding.root_cause.slug == "storage-unwritable"
+    assert not [p for p in finding.patches if "olerable" in p.key]

@@ -25,7 +25,9 @@ _TOLERANCE_CODE = "code:CheckpointConfig#setTolerableCheckpointFailureNumber"
 _REASONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("storage-unwritable", re.compile(
         r"Mkdirs failed|Permission denied|AccessDenied|Access Denied|Read-only file system|No space left|"
-        r"Quota|quota exceeded|not writable|Operation not permitted", re.I)),
+        r"Quota|quota exceeded|not writable|Operation not permitted|"
+        # HDFS with no datanode up, or every running one refused (full): a broken store, not a flaky one
+        r"There are 0 datanode\(s\) running|datanode\(s\) running and no node\(s\) are excluded", re.I)),
     ("finalize-failure", re.compile(r"Failure to finalize checkpoint|_metadata already exists")),
     ("checkpoint-expired", re.compile(r"expired before completing")),
     ("storage-io-error", re.compile(
