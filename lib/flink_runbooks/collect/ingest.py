@@ -707,8 +707,8 @@ def ingest(
             warnings.append(f"{shown} looks binary ({s['binary_lines']} of {s['lines']} lines are not text); skipped")
             layout = "binary"
         elif s["headers"] == 0 and s["exception_lines"] == 0:
-            warnings.append(f"{shown}: unknown log layout, no line looks like a Flink log record or a stack trace "
-                            f"({s['lines']} lines read, none used)")
+            warnings.append(f"{shown}: unknown log layout, no line looks like a Flink log record or a stack trace; "
+                            f"its {s['lines']} lines were read line by line as plain text")
             layout = "unknown"
         elif s["headers"] == 0:
             layout = "excerpt"
