@@ -80,3 +80,11 @@ def test_new_runbook_command_reports_a_bad_slug_in_one_line(capsys):
     assert cli.main(["new-runbook", "Bad Slug", "--title", "x", "--category", "connectors"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not a runbook slug" in err[0]
+
+
+def test_a_runbook_knows_the_keys_it_may_patch_without_reading_an_incident():
+    threshold = next(r for r in catalogue.runbooks() if r.slug == "checkpoint-tolerable-failure-threshold")
+    assert ("flink", "execution.checkpointing.tolerable-failed-checkpoints") in threshold.patched_keys
+    kafka = next(r for r in catalogue.runbooks() if r.slug == "kafka-offset-commit-failure")
+    assert all(target in ("flink", "kafka") for target, _ in kafka.patched_keys)
+    assert any(target == "kafka" for target, _ in kafka.patched_keys)

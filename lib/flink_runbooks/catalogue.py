@@ -90,9 +90,11 @@ class Runbook:
                      for p in sorted(self.data_dir.glob("*/expected.json")))
 
     @property
-    def patched_keys(self) -> tuple[str, ...]:
-        """The Flink keys this runbook may propose to change, as the detector declares them."""
-        return tuple(getattr(self.detector, "patched_keys", ()))
+    def patched_keys(self) -> tuple[tuple[str, str], ...]:
+        """``(target, key)`` of every Flink key and Kafka property the runbook's causes declare they may change
+        (a key may be a pattern such as ``taskmanager.memory.*``)."""
+        declared = (p.partition(":") for rc in self.detector.root_causes for p in rc.patches)
+        return tuple(dict.fromkeys((target, key) for target, _, key in declared if target in ("flink", "kafka")))
 
     def missing_parts(self) -> list[str]:
         """The parts a complete runbook has and this one lacks, as the user would fix them."""

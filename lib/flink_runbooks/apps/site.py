@@ -6,8 +6,8 @@
    metadata from the detector and the notebook's default incident.
 2. **Execute** (:func:`read_examples`, :func:`execute_runbook`): the example incidents are read once, as
    ``flink-runbooks diagnose`` reads them, and saved; papermill runs each notebook, ``jobs`` at a time, on its saved incident
-   (kernel ``flink-runbooks``, cwd the repository root), so no kernel starts Spark. The detectors' findings on the
-   same incidents say which configuration keys each runbook patches (:func:`patched_keys`).
+   (kernel ``flink-runbooks``, cwd the repository root), so no kernel starts Spark. The detectors declare which
+   configuration keys each runbook may patch (:func:`patched_keys`).
 3. **Export** (:func:`browser_signatures`, :func:`search_documents`): the detectors' signatures converted to
    JavaScript regexes for the "paste a stack trace" page, and the client-side search index.
 4. **Render** (:func:`render_site`): nbconvert with the project template (``site_templates/runbook``) turns all
@@ -199,17 +199,24 @@ def read_examples(runbooks: Sequence[Runbook], root: pathlib.Path, workdir: path
         yield runbook, saved, run_detectors(incident).findings, None
 
 
-def patched_keys(findings: Iterable[Finding], published: set[str]) -> list[PatchedKey]:
-    """The Flink keys and Kafka properties the runbooks propose on their own example incidents (the ones their
-    pages show), with the runbooks that do."""
+def patched_keys(runbooks: Sequence[Runbook], findings: Iterable[Finding]) -> list[PatchedKey]:
+    """The Flink keys and Kafka properties the runbooks may propose, with the runbooks that do: every key their causes
+    declare, and for declared patterns (``taskmanager.memory.*``) the keys their example incidents' findings propose."""
     found: dict[tuple[str, str], PatchedKey] = {}
+
+    def add(target: str, key: str, slug: str) -> None:
+        key = keys.canonical(key) if target == "flink" else key
+        found.setdefault((target, key), PatchedKey(target, key)).runbooks.add(slug)
+
+    published = {r.slug for r in runbooks}
+    for runbook in runbooks:
+        for target, key in runbook.patched_keys:
+            if not any(c in key for c in "*?["):
+                add(target, key, runbook.slug)
     for finding in findings:
-        if finding.runbook not in published:
-            continue
         for patch in finding.patches:
-            if patch.target in ("flink", "kafka"):
-                key = keys.canonical(patch.key) if patch.target == "flink" else patch.key
-                found.setdefault((patch.target, key), PatchedKey(patch.target, key)).runbooks.add(finding.runbook)
+            if finding.runbook in published and patch.target in ("flink", "kafka"):
+                add(patch.target, patch.key, finding.runbook)
     return sorted(found.values(), key=lambda k: (k.target, k.key))
 
 
@@ -893,7 +900,7 @@ def build_site(out: str | os.PathLike, *, runbooks: list[str] | None = None, job
                         warnings.append(f"{rb.slug}: example incident not read: {error}")
                     findings += found
                     futures.append(pool.submit(execute_runbook, rb, workdir, base, timeout_s, saved))
-                patched = patched_keys(findings, {r.slug for r in selected})
+                patched = patched_keys(selected, findings)
                 for future in concurrent.futures.as_completed(futures):
                     ex = future.result()
                     executions[ex.slug] = ex
