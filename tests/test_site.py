@@ -20,7 +20,7 @@ import pytest
 from conftest import DATA, ROOT
 from flink_runbooks.parse import keys
 from flink_runbooks import catalogue
-from flink_runbooks.apps import site
+from flink_runbooks.apps import site, site_keys, site_links, site_signatures
 from flink_runbooks.parse.config import parse_conf
 from flink_runbooks.detectors import get_detector, slugs
 from flink_runbooks.parse.redact import REDACTED, is_sensitive_key
@@ -78,19 +78,19 @@ def test_build_refuses_an_output_directory_that_is_not_a_site(tmp_path):
     (r"(?<![\w$.])Foo(?=:)", r"(?<![\w$.])Foo(?=:)", ""),
 ])
 def test_java_regex_converts_to_javascript(pattern, js, flags):
-    assert site.to_js_regex(pattern) == (js, flags)
+    assert site_signatures.to_js_regex(pattern) == (js, flags)
 
 
 @pytest.mark.parametrize("pattern", [r"a++", r"(?>ab)", r"[a-z&&[^b]]", r"(?P<n>a)", r"x(?i)y", r"[a[b]]",
                                      r"\x{263a}", r"(?x) a b"])
 def test_java_only_regex_syntax_is_refused_not_mistranslated(pattern):
-    with pytest.raises(site.UnsupportedRegex):
-        site.to_js_regex(pattern)
+    with pytest.raises(site_signatures.UnsupportedRegex):
+        site_signatures.to_js_regex(pattern)
 
 
 def test_converted_case_folding_matches_the_same_lines():
     pattern = r"(?i:while link file to) \S+: (?i:not supported)"
-    js, flags = site.to_js_regex(pattern)
+    js, flags = site_signatures.to_js_regex(pattern)
     for line in ("While Link File to /a: Not Supported", "while link file to /a: NOT SUPPORTED",
                  "While link file to /a: unsupported", "WHILE LINK FILE TO /a:  not supported"):
         assert bool(re.search(pattern, line)) == bool(re.search(js, line)), line
@@ -98,7 +98,7 @@ def test_converted_case_folding_matches_the_same_lines():
 
 def test_every_detector_signature_is_exported_for_the_browser():
     runbooks, _ = site.collect_runbooks()
-    exported = site.browser_signatures(runbooks)
+    exported = site_signatures.browser_signatures(runbooks)
     by_slug = {e["slug"]: e for e in exported["runbooks"]}
     for rb in runbooks:
         patterns = by_slug[rb.slug]["patterns"]
@@ -112,7 +112,7 @@ def test_every_detector_signature_is_exported_for_the_browser():
 
 def test_a_pattern_shared_by_runbooks_counts_less_for_each():
     runbooks, _ = site.collect_runbooks()
-    exported = site.browser_signatures(runbooks)
+    exported = site_signatures.browser_signatures(runbooks)
     declared: dict[tuple[str, str], int] = {}
     for entry in exported["runbooks"]:
         for p in entry["patterns"]:
@@ -120,7 +120,7 @@ def test_a_pattern_shared_by_runbooks_counts_less_for_each():
     for entry in exported["runbooks"]:
         for p in entry["patterns"]:
             assert p["shared_by"] == declared[(p["kind"], p["source"])]
-            assert p["weight"] == pytest.approx(site.PATTERN_WEIGHT[p["kind"]] / p["shared_by"], abs=1e-4)
+            assert p["weight"] == pytest.approx(site_signatures.PATTERN_WEIGHT[p["kind"]] / p["shared_by"], abs=1e-4)
 
 
 @pytest.mark.parametrize("line, found", [
@@ -132,11 +132,11 @@ def test_a_pattern_shared_by_runbooks_counts_less_for_each():
     ("the RocksDBException we saw yesterday", False),
 ])
 def test_exception_class_pattern(line, found):
-    assert bool(re.search(site.exception_regex("org.rocksdb.RocksDBException"), line)) is found
+    assert bool(re.search(site_signatures.exception_regex("org.rocksdb.RocksDBException"), line)) is found
 
 
 def test_generic_exception_class_is_not_found_in_prose():
-    rx = site.exception_regex("java.lang.Exception")
+    rx = site_signatures.exception_regex("java.lang.Exception")
     assert re.search(rx, "java.lang.Exception: Exception while creating StreamOperatorStateContext.")
     assert not re.search(rx, "Exception while creating StreamOperatorStateContext.")
 
@@ -148,21 +148,21 @@ def test_generic_exception_class_is_not_found_in_prose():
     (r"Container killed on request\. Exit code is", "Container killed on request. Exit code is"),
 ])
 def test_signature_wording_is_searchable_without_regex_syntax(signature, words):
-    assert site.signature_text(signature) == words
+    assert site_signatures.signature_text(signature) == words
 
 
 # ====================================================================================================== keys
 
 
-def _section_for(sections, version: tuple[int, int]) -> site.ReleaseSection:
+def _section_for(sections, version: tuple[int, int]) -> site_keys.ReleaseSection:
     return next(s for s in sections if tuple(version) in s.versions)
 
 
 def test_key_table_gives_each_release_line_its_spelling():
-    patched = [site.PatchedKey("flink", "execution.checkpointing.dir", {"checkpoint-metadata-already-exists"}),
-               site.PatchedKey("flink", "taskmanager.memory.network.max", {"insufficient-network-buffers"}),
-               site.PatchedKey("flink", "execution.checkpointing.tolerable-failed-checkpoints", {THRESHOLD})]
-    sections = site.key_sections(patched)
+    patched = [site_keys.PatchedKey("flink", "execution.checkpointing.dir", {"checkpoint-metadata-already-exists"}),
+               site_keys.PatchedKey("flink", "taskmanager.memory.network.max", {"insufficient-network-buffers"}),
+               site_keys.PatchedKey("flink", "execution.checkpointing.tolerable-failed-checkpoints", {THRESHOLD})]
+    sections = site_keys.key_sections(patched)
     rows = lambda v: {r.key: r for r in _section_for(sections, v).rows}  # noqa: E731
 
     old = rows((1, 18))["execution.checkpointing.dir"]
@@ -175,13 +175,13 @@ def test_key_table_gives_each_release_line_its_spelling():
     v2 = rows((2, 0))["taskmanager.memory.network.max"]
     assert v2.use == "taskmanager.memory.network.max"
     assert ("taskmanager.network.memory.max", "removed in 2.0") in v2.not_understood
-    for version in site.release_lines():
+    for version in site_keys.release_lines():
         row = rows(version)["execution.checkpointing.tolerable-failed-checkpoints"]
         assert row.use == keys.name_for(row.key, version) and not row.deprecated and not row.not_understood
 
 
 def test_key_table_merges_release_lines_where_nothing_changes():
-    sections = site.key_sections([site.PatchedKey("flink", "execution.checkpointing.timeout", {THRESHOLD})])
+    sections = site_keys.key_sections([site_keys.PatchedKey("flink", "execution.checkpointing.timeout", {THRESHOLD})])
     assert [s.label for s in sections] == ["every release"]
 
 
@@ -276,7 +276,7 @@ def test_runbook_page_hides_setup_code_and_its_noise_and_links_other_runbooks(tm
     assert get_detector(THRESHOLD).versions in text
     failed = next(r for r in runbooks if r.slug != THRESHOLD)
     assert "failed against its example incident" in (out / failed.page).read_text()
-    assert site.broken_links(out) == []
+    assert site_links.broken_links(out) == []
 
 
 def test_link_checker_reports_missing_files_and_anchors(tmp_path):
@@ -285,7 +285,7 @@ def test_link_checker_reports_missing_files_and_anchors(tmp_path):
         '<a href="sub/page.html#here">ok</a><a href="sub/page.html#gone">anchor</a><a href="missing.html">file</a>'
         '<img src="img.png"><a href="https://flink.apache.org/">external</a><a href="#top" id="top">self</a>')
     (tmp_path / "sub" / "page.html").write_text('<h2 id="here">x</h2><a href="../index.html">up</a>')
-    broken = site.broken_links(tmp_path)
+    broken = site_links.broken_links(tmp_path)
     assert broken == ["index.html: sub/page.html#gone (no anchor #gone)", "index.html: missing.html (no such file)",
                       "index.html: img.png (no such file)"]
 
@@ -346,7 +346,7 @@ def test_full_build_publishes_every_runbook(built_site):
         assert json.loads((out / rb.notebook_copy).read_text()) == json.loads(rb.notebook.read_text())
         assert "data:image/png;base64," in page, f"{rb.slug}: the timeline plot"
         assert "open_runbook(" not in page, f"{rb.slug}: setup code is hidden"
-    assert site.broken_links(out) == []
+    assert site_links.broken_links(out) == []
 
 
 @pytest.mark.notebook
@@ -373,7 +373,7 @@ def test_keys_page_lists_what_the_runbooks_patch(built_site):
     assert 'data-key="execution.checkpointing.tolerable-failed-checkpoints"' in page
     assert f'href="runbooks/{THRESHOLD}.html"' in page
     sections = re.findall(r'<section class="release" id="(flink-[\d-]+)"', page)
-    assert sections and sections[0] == "flink-" + "-".join(map(str, site.release_lines()[0]))
+    assert sections and sections[0] == "flink-" + "-".join(map(str, site_keys.release_lines()[0]))
 
 
 @pytest.mark.notebook

@@ -23,7 +23,6 @@ from __future__ import annotations
 import ast
 import concurrent.futures
 import datetime as _dt
-import html.parser
 import json
 import os
 import pathlib
@@ -32,7 +31,6 @@ import shutil
 import sys
 import tempfile
 import time
-import urllib.parse
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -44,15 +42,15 @@ from flink_runbooks.render.decision_table import decision_table_html
 from flink_runbooks.apps.notebook_runner import HIDDEN_INPUT_TAGS, run_notebook
 from flink_runbooks import catalogue
 from flink_runbooks.catalogue import CATEGORIES, category_label, category_rank
+from flink_runbooks.apps.site_keys import PatchedKey, key_renames, key_sections
+from flink_runbooks.apps.site_signatures import UnsupportedRegex, browser_signatures, signature_text
+from flink_runbooks.apps.site_links import broken_links
 
 PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 TEMPLATES = PACKAGE_DIR / "site_templates"
 STATIC = PACKAGE_DIR / "site_static"
 RUNBOOK_TEMPLATE = "runbook"
 
-# How much one matched pattern counts on the stack-trace page before it is shared out among the runbooks that
-# declare it: frames only locate a failure, signatures and exception classes name it.
-PATTERN_WEIGHT = {"signature": 1.0, "exception": 1.0, "frame": 0.5}
 SITE_MARKER = ".flink-runbooks-site"
 
 Say = Callable[[str], None]
@@ -168,13 +166,6 @@ def execute_runbook(runbook: Runbook, workdir: pathlib.Path, root: pathlib.Path,
                      run.executed)
 
 
-@dataclass
-class PatchedKey:
-    target: str  # flink | kafka
-    key: str  # the canonical (newest) name for Flink keys
-    runbooks: set[str] = field(default_factory=set)
-
-
 def read_examples(runbooks: Sequence[Runbook], root: pathlib.Path, workdir: pathlib.Path, *, spark=None,
                   say: Say = lambda _m: None) -> Iterator[tuple[Runbook, pathlib.Path | None, list[Finding], str | None]]:
     """Read every runbook's example incident once and save it for its notebook.
@@ -218,346 +209,6 @@ def patched_keys(runbooks: Sequence[Runbook], findings: Iterable[Finding]) -> li
             if finding.runbook in published and patch.target in ("flink", "kafka"):
                 add(patch.target, patch.key, finding.runbook)
     return sorted(found.values(), key=lambda k: (k.target, k.key))
-
-
-# ================================================================================================== config keys
-
-
-@dataclass
-class KeyRow:
-    key: str  # canonical name
-    concept: str
-    use: str | None  # the spelling this release line expects; None when it has no such option
-    deprecated: list[str]  # older spellings it still accepts
-    not_understood: list[tuple[str, str]]  # (spelling, why: "since 1.20" / "removed in 2.0")
-    default: str | None
-    note: str | None
-    runbooks: list[str]
-
-
-@dataclass
-class ReleaseSection:
-    label: str  # "1.13 – 1.16"
-    anchor: str
-    versions: list[keys.Version]  # the release lines of :func:`release_lines` it covers
-    rows: list[KeyRow]
-
-
-def _fmt_version(v: keys.Version) -> str:
-    return ".".join(str(x) for x in v)
-
-
-def release_lines() -> list[keys.Version]:
-    """Release lines where some key spelling changes, plus the ones in production use (from keys.py)."""
-    bounds = {kn.since for c in keys.CONCEPTS for kn in c.names if kn.since}
-    bounds |= {kn.removed_in for c in keys.CONCEPTS for kn in c.names if kn.removed_in}
-    bounds |= {removed for _, removed in keys.LEGACY_KEYS.values() if removed}
-    lines = sorted(bounds | set(keys.KNOWN_RELEASES))
-    first = lines[0]
-    return [(first[0], first[1] - 1)] + lines if first[1] > 0 else lines
-
-
-def _key_row(key: str, version: keys.Version, runbooks: Iterable[str]) -> KeyRow:
-    concept = keys.concept_of(key)
-    names = keys.aliases(key)
-    use = keys.name_for(key, version)
-    if not keys.is_valid_in(use, version):
-        use = None
-    not_understood = []
-    for name in names:
-        if keys.is_valid_in(name, version):
-            continue
-        removed = keys.removed_in(name)
-        if removed and tuple(version[:2]) >= removed:
-            not_understood.append((name, f"removed in {_fmt_version(removed)}"))
-        else:
-            since = next((kn.since for kn in concept.names if kn.name == name), None) if concept else None
-            not_understood.append((name, f"since {_fmt_version(since)}" if since else "not in this release"))
-    superseded = keys.superseded_by(key)
-    return KeyRow(
-        key=key,
-        concept=concept.concept if concept else "",
-        use=use,
-        deprecated=[n for n in names if n != use and keys.is_valid_in(n, version)],
-        not_understood=not_understood,
-        default=concept.default if concept else None,
-        note=f"superseded by {superseded}" if superseded else None,
-        runbooks=sorted(runbooks),
-    )
-
-
-def key_sections(patched: Sequence[PatchedKey]) -> list[ReleaseSection]:
-    """Per release line, the Flink keys the runbooks patch under the name that line expects.
-
-    Adjacent release lines in which none of these keys changes its spelling share one section.
-    """
-    flink = [k for k in patched if k.target == "flink"]
-    lines = release_lines()
-    sections: list[tuple[list[keys.Version], list[KeyRow]]] = []
-    for version in lines:
-        rows = [_key_row(k.key, version, k.runbooks) for k in flink]
-        if sections and sections[-1][1] == rows:
-            sections[-1][0].append(version)
-        else:
-            sections.append(([version], rows))
-    out = []
-    for i, (versions, rows) in enumerate(sections):
-        first, last = versions[0], versions[-1]
-        if i + 1 < len(sections):
-            following = sections[i + 1][0][0]
-            if following[0] == last[0] and following[1] - 1 > last[1]:
-                last = (following[0], following[1] - 1)
-        if len(sections) == 1:
-            label = "every release"
-        elif i == len(sections) - 1:
-            label = f"{_fmt_version(first)} and later"
-        elif i == 0 and first not in keys.KNOWN_RELEASES and first == lines[0]:
-            label = f"{_fmt_version(last)} and older" if first == last else f"up to {_fmt_version(last)}"
-        else:
-            label = _fmt_version(first) if first == last else f"{_fmt_version(first)} – {_fmt_version(last)}"
-        out.append(ReleaseSection(label, "flink-" + _fmt_version(first).replace(".", "-"), versions, rows))
-    return out
-
-
-def key_renames(patched: Sequence[PatchedKey]) -> list[dict]:
-    """Every spelling of each patched Flink key that has more than one, with the releases that understand it."""
-    out = []
-    for k in patched:
-        concept = keys.concept_of(k.key)
-        if k.target != "flink" or concept is None or len(concept.names) < 2:
-            continue
-        out.append({"key": k.key, "concept": concept.concept,
-                    "names": [{"name": kn.name,
-                               "since": _fmt_version(kn.since) if kn.since else None,
-                               "removed_in": _fmt_version(kn.removed_in) if kn.removed_in else None}
-                              for kn in concept.names]})
-    return out
-
-
-# ================================================================================================== export
-
-
-class UnsupportedRegex(ValueError):
-    """A signature uses syntax that has no JavaScript equivalent here."""
-
-
-_POSIX_CLASSES = {
-    "Lower": "a-z", "Upper": "A-Z", "ASCII": "\\x00-\\x7F", "Alpha": "a-zA-Z", "Digit": "0-9", "Alnum": "a-zA-Z0-9",
-    "Punct": "!-\\/:-@\\[-`{-~", "Graph": "!-~", "Print": " -~", "Blank": " \\t", "Cntrl": "\\x00-\\x1F\\x7F",
-    "XDigit": "0-9a-fA-F", "Space": " \\t\\n\\x0B\\f\\r",
-}
-_HORIZONTAL_SPACE = " \\t\\xA0\\u1680\\u180E\\u2000-\\u200A\\u202F\\u205F\\u3000"
-_GLOBAL_FLAGS = re.compile(r"^\(\?([imsx]+)\)")
-
-
-def to_js_regex(pattern: str) -> tuple[str, str]:
-    """A signature (the regex syntax Java and Python share) as a JavaScript ``(source, flags)`` pair.
-
-    Converted: leading ``(?i)``/``(?s)``/``(?m)`` to flags, scoped ``(?i:…)`` by spelling both cases out (older
-    browsers lack regex modifiers), ``\\A``/``\\Z``/``\\z``, ``\\Q…\\E``, ``\\h``/``\\H``, POSIX ``\\p{Alpha}``
-    classes and ``\\e``/``\\a``. Syntax that would change meaning (possessive quantifiers, atomic groups, class
-    intersections, inline flags mid-pattern, Python-only groups) raises :class:`UnsupportedRegex`.
-    """
-    flags = ""
-    m = _GLOBAL_FLAGS.match(pattern)
-    if m:
-        if "x" in m.group(1):
-            raise UnsupportedRegex(f"{pattern!r}: verbose mode (?x)")
-        flags = "".join(sorted(set(m.group(1))))
-        pattern = pattern[m.end():]
-    out: list[str] = []
-    fold: list[bool] = []  # per open group: does it fold case?
-    i, n = 0, len(pattern)
-
-    def folding() -> bool:
-        return any(fold)
-
-    def literal(ch: str) -> str:
-        if folding() and ch.isalpha() and ch.lower() != ch.upper():
-            return f"[{ch.lower()}{ch.upper()}]"
-        return ch
-
-    while i < n:
-        c = pattern[i]
-        if c == "\\":
-            if i + 1 >= n:
-                raise UnsupportedRegex(f"{pattern!r}: trailing backslash")
-            e = pattern[i + 1]
-            if e == "Q":
-                end = pattern.find("\\E", i + 2)
-                text = pattern[i + 2:] if end < 0 else pattern[i + 2:end]
-                out.append("".join(literal(ch) if ch.isalnum() else re.escape(ch) if not ch.isspace() else ch
-                                   for ch in text))
-                i = n if end < 0 else end + 2
-                continue
-            if e in "pP" and pattern.startswith("{", i + 2):
-                end = pattern.index("}", i + 2)
-                name = pattern[i + 3:end].removeprefix("Is")
-                if name not in _POSIX_CLASSES:
-                    raise UnsupportedRegex(f"{pattern!r}: \\{e}{{{name}}}")
-                out.append(("[^" if e == "P" else "[") + _POSIX_CLASSES[name] + "]")
-                i = end + 1
-                continue
-            simple = {"A": "^", "Z": "$", "z": "$", "h": f"[{_HORIZONTAL_SPACE}]", "H": f"[^{_HORIZONTAL_SPACE}]",
-                      "e": "\\x1B", "a": "\\x07"}
-            if e in simple:
-                out.append(simple[e])
-            elif e == "x" and pattern.startswith("{", i + 2) or e in "GRXK":
-                raise UnsupportedRegex(f"{pattern!r}: \\{e}")
-            else:
-                out.append("\\" + e)
-            i += 2
-            continue
-        if c == "[":
-            end, cls = _char_class(pattern, i, folding())
-            out.append(cls)
-            i = end
-            continue
-        if c == "(":
-            if pattern.startswith("(?", i):
-                rest = pattern[i + 2:]
-                if rest.startswith(("P<", "P=", "P>")):
-                    raise UnsupportedRegex(f"{pattern!r}: Python-only group (?P")
-                if rest.startswith(">"):
-                    raise UnsupportedRegex(f"{pattern!r}: atomic group (?>")
-                scoped = re.match(r"([a-zA-Z-]+)([:)])", rest)
-                if scoped:
-                    if scoped.group(2) == ")" or scoped.group(1) != "i":
-                        raise UnsupportedRegex(f"{pattern!r}: inline flags (?{scoped.group(1)}{scoped.group(2)}")
-                    fold.append(True)
-                    out.append("(?:")
-                    i += 2 + len(scoped.group(0))
-                    continue
-            fold.append(False)
-            out.append(c)
-            i += 1
-            continue
-        if c == ")":
-            if fold:
-                fold.pop()
-            out.append(c)
-            i += 1
-            continue
-        if c in "*+?}" and i + 1 < n and pattern[i + 1] == "+":
-            raise UnsupportedRegex(f"{pattern!r}: possessive quantifier {c}+")
-        out.append(literal(c) if c.isalpha() else c)
-        i += 1
-    return "".join(out), flags
-
-
-def _char_class(pattern: str, start: int, fold: bool) -> tuple[int, str]:
-    """Copy the character class at ``start``; returns the index after it and its JavaScript spelling."""
-    i = start + 1
-    out = ["["]
-    if i < len(pattern) and pattern[i] == "^":
-        out.append("^")
-        i += 1
-    if i < len(pattern) and pattern[i] == "]":  # a leading ] is literal in Java and Python
-        out.append("\\]")
-        i += 1
-    items: list[str] = []
-    while i < len(pattern) and pattern[i] != "]":
-        c = pattern[i]
-        if c == "[":
-            raise UnsupportedRegex(f"{pattern!r}: nested character class (Java union)")
-        if pattern.startswith("&&", i):
-            raise UnsupportedRegex(f"{pattern!r}: character class intersection &&")
-        if c == "\\":
-            e = pattern[i + 1]
-            if e in "pP" and pattern.startswith("{", i + 2):
-                end = pattern.index("}", i + 2)
-                name = pattern[i + 3:end].removeprefix("Is")
-                if e == "P" or name not in _POSIX_CLASSES:
-                    raise UnsupportedRegex(f"{pattern!r}: \\{e}{{{name}}} inside a class")
-                items.append(_POSIX_CLASSES[name])
-                i = end + 1
-                continue
-            if e in "hH":
-                if e == "H":
-                    raise UnsupportedRegex(f"{pattern!r}: \\H inside a class")
-                items.append(_HORIZONTAL_SPACE)
-            elif e == "e":
-                items.append("\\x1B")
-            else:
-                items.append("\\" + e)
-            i += 2
-            continue
-        if i + 2 < len(pattern) and pattern[i + 1] == "-" and pattern[i + 2] != "]":
-            lo, hi = c, pattern[i + 2]
-            items.append(f"{lo}-{hi}")
-            if fold and lo.isalpha() and hi.isalpha() and lo.islower() == hi.islower():
-                other = (lo.upper(), hi.upper()) if lo.islower() else (lo.lower(), hi.lower())
-                items.append(f"{other[0]}-{other[1]}")
-            i += 3
-            continue
-        items.append(c)
-        if fold and c.isalpha() and c.lower() != c.upper():
-            items.append(c.swapcase())
-        i += 1
-    if i >= len(pattern):
-        raise UnsupportedRegex(f"{pattern!r}: unterminated character class")
-    return i + 1, "".join(out) + "".join(items) + "]"
-
-
-def exception_regex(cls: str) -> str:
-    """Where an exception class shows in a log: its full name anywhere, or its simple name as an exception line
-    (``RocksDBException: …``, ``Caused by: RocksDBException``), never inside another identifier."""
-    simple = cls.rsplit(".", 1)[-1]
-    return rf"(?<![\w$.])(?:{re.escape(cls)}(?![\w$])|{re.escape(simple)}(?=:|\s*$))"
-
-
-def browser_signatures(runbooks: Sequence[Runbook]) -> dict:
-    """What the stack-trace page matches: each runbook's signatures, frames and exception classes as JS regexes.
-
-    A pattern's weight is its kind's weight shared out among the runbooks that declare the same pattern, so a line
-    every checkpoint runbook looks at counts little and a runbook's own wording counts fully.
-    """
-    declared: list[tuple[Runbook, str, str]] = []
-    for rb in runbooks:
-        d = rb.detector
-        declared += [(rb, "signature", s) for s in dict.fromkeys(d.signatures)]
-        declared += [(rb, "frame", s) for s in dict.fromkeys(d.frames)]
-        declared += [(rb, "exception", c) for c in dict.fromkeys(d.exception_classes)]
-    sharing: dict[tuple[str, str], int] = {}
-    for _rb, kind, value in declared:
-        sharing[(kind, value)] = sharing.get((kind, value), 0) + 1
-    entries: dict[str, dict] = {}
-    for rb, kind, value in declared:
-        entry = entries.setdefault(rb.slug, {"slug": rb.slug, "title": rb.title, "url": rb.page,
-                                             "category": rb.category, "versions": rb.detector.versions,
-                                             "patterns": []})
-        python = exception_regex(value) if kind == "exception" else value
-        try:
-            js, flags = to_js_regex(python)
-        except UnsupportedRegex as exc:
-            raise SiteError(f"{rb.slug}: {kind} {exc} cannot run in the browser") from None
-        entry["patterns"].append({
-            "kind": kind,
-            "source": value,
-            "python": python,
-            "js": js,
-            "flags": flags,
-            "shared_by": sharing[(kind, value)],
-            "weight": round(PATTERN_WEIGHT[kind] / sharing[(kind, value)], 4),
-        })
-    return {"format": 1, "frame_line": r"^\s*at ", "runbooks": list(entries.values())}
-
-
-_CHAR_CLASS = re.compile(r"\[(\^?)((?:\\.|[^\]\\])*)\]")
-
-
-def signature_text(signature: str) -> str:
-    """The words of a signature without its regex syntax, for full-text search (``[Ww]hile link file to`` →
-    ``While link file to``)."""
-    def char_class(m: re.Match[str]) -> str:
-        inner = m.group(2)
-        return inner[0] if not m.group(1) and inner.isalpha() and len(set(inner.lower())) == 1 else " "
-
-    text = _CHAR_CLASS.sub(char_class, signature)
-    text = re.sub(r"\\[A-Za-z]", " ", text)
-    text = re.sub(r"\\(.)", r"\1", text)
-    text = re.sub(r"\(\?(?:<?[=!]|:)?|[\^$*+?(){}|]", " ", text)
-    return " ".join(text.split())
 
 
 def search_documents(runbooks: Sequence[Runbook], narrative: dict[str, str]) -> list[dict]:
@@ -757,57 +408,13 @@ def render_site(out: pathlib.Path, runbooks: Sequence[Runbook], executions: dict
     for name, (template, extra) in page_specs.items():
         _write_page(out / name, env.get_template(template).render(**context, **extra))
         pages.append(name)
-    _write_data(assets, "signatures", "signatures", browser_signatures(runbooks))
+    try:
+        signatures = browser_signatures(runbooks)
+    except UnsupportedRegex as exc:
+        raise SiteError(str(exc)) from None
+    _write_data(assets, "signatures", "signatures", signatures)
     _write_data(assets, "search-index", "searchIndex", {"documents": search_documents(runbooks, narrative)})
     return sorted(pages)
-
-
-# ================================================================================================== links
-
-
-class _Links(html.parser.HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.refs: list[str] = []
-        self.ids: set[str] = set()
-
-    def handle_starttag(self, tag, attrs):
-        for name, value in attrs:
-            if name in ("id", "name") and value:
-                self.ids.add(value)
-            if value and (name == "src" or (name == "href" and tag in ("a", "link", "area"))):
-                self.refs.append(value)
-
-
-def _parse(path: pathlib.Path) -> _Links:
-    parser = _Links()
-    parser.feed(path.read_text())
-    return parser
-
-
-def broken_links(site: pathlib.Path) -> list[str]:
-    """Relative links and resources of every page that point at no file (or no anchor) of the site."""
-    site = site.resolve()
-    parsed = {p: _parse(p) for p in sorted(site.rglob("*.html"))}
-    broken = []
-    for page, links in parsed.items():
-        for ref in links.refs:
-            url = urllib.parse.urlsplit(ref)
-            if url.scheme or url.netloc or ref.startswith(("data:", "javascript:")):
-                continue
-            target = (page.parent / urllib.parse.unquote(url.path)).resolve() if url.path else page
-            where = f"{page.relative_to(site)}: {ref}"
-            if site not in target.parents and target != site:
-                broken.append(f"{where} (outside the site)")
-            elif target.is_dir():
-                target = target / "index.html"
-            if not target.is_file():
-                broken.append(f"{where} (no such file)")
-            elif url.fragment and target.suffix == ".html":
-                ids = parsed[target].ids if target in parsed else _parse(target).ids
-                if urllib.parse.unquote(url.fragment) not in ids:
-                    broken.append(f"{where} (no anchor #{url.fragment})")
-    return broken
 
 
 # ================================================================================================== build
