@@ -231,6 +231,16 @@ def cmd_new_runbook(args) -> int:
     return EXIT_CLEAN
 
 
+def _one_line(exc: Exception) -> str:
+    """An exception as one line without secrets: a Java error (Py4J) by its own first line, not Py4J's trace."""
+    from flink_runbooks.parse.redact import redact_text
+
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else f"{type(exc).__name__}: {exc}"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return redact_text(first)[:500]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     handler = {"diagnose": cmd_diagnose, "triage": cmd_triage, "serve": cmd_serve, "site": cmd_site,
@@ -240,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the exit code contract covers every failure
         if os.environ.get("FLINK_RUNBOOKS_DEBUG"):
             raise
-        print(f"flink-runbooks: internal error: {type(exc).__name__}: {exc} "
-              f"(set FLINK_RUNBOOKS_DEBUG=1 for the traceback)", file=sys.stderr)
+        print(f"flink-runbooks: internal error: {_one_line(exc)} (set FLINK_RUNBOOKS_DEBUG=1 for the traceback)",
+              file=sys.stderr)
         return EXIT_INTERNAL_ERROR
 
 

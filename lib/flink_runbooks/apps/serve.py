@@ -149,7 +149,9 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
                             runbooks_dir=runbooks_dir)
             run.exit_code, run.status = report.exit_code, "done"
         except Exception as exc:  # the server outlives any failed triage
-            run.status, run.error = "error", f"{type(exc).__name__}: {exc}"
+            from flink_runbooks.parse.redact import redact_text
+
+            run.status, run.error = "error", redact_text(f"{type(exc).__name__}: {exc}")
         finally:
             run.finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
             with lock:

@@ -89,6 +89,12 @@ def redact_text(text: str | None) -> str | None:
         # "/etc/passwd: unknown log layout" names a file, it does not set a key.
         if m.start() and m.string[m.start() - 1] in "/\\" and "=" not in m.group("sep"):
             return m.group(0)
+        return f"{m.group('key')}{m.group('sep')}{REDACTED}"
+
+    def quoted_pair(m: re.Match[str]) -> str:
+        # JSON and YAML flow text keeps its quotes, so it still parses.
+        if _is_redacted(m.group("value")):
+            return m.group(0)
         quote = m.group("value")[0] if m.group("value")[0] in "\"'" else ""
         return f"{m.group('key')}{m.group('sep')}{quote}{REDACTED}{quote}"
 
@@ -106,7 +112,7 @@ def redact_text(text: str | None) -> str | None:
         out = "\n".join(jaas_line(line) for line in out.split("\n"))
     if any(fragment in lowered for fragment in SENSITIVE_KEY_FRAGMENTS):
         if '"' in out or "'" in out:
-            out = _QUOTED_PAIR.sub(pair, out)
+            out = _QUOTED_PAIR.sub(quoted_pair, out)
         out = _PAIR.sub(pair, out)
     if "://" in out and "@" in out:
         out = _URL_USERINFO.sub(lambda m: m.group("scheme") + REDACTED + "@", out)
