@@ -121,3 +121,24 @@ def test_the_jvm_start_up_says_nothing_on_stderr(tmp_path):
                            "--format", "json"], capture_output=True, text=True, timeout=180, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "incubator" not in proc.stderr and proc.stderr.strip() == "", proc.stderr
+
+
+def test_an_internal_error_is_one_line_without_the_java_trace_or_a_secret(monkeypatch, capsys, tmp_path):
+    from flink_runbooks.collect import ingest as ingest_module
+
+    class JavaError(Exception):
+        class java_exception:  # noqa: N801 - what Py4J hands over
+            @staticmethod
+            def toString():
+                return ("java.io.IOException: cannot open s3a://AKIAIOSFODNN7EXAMPLE:Zq7secretValue@bucket/x\n"
+                        "\tat org.apache.hadoop.fs.s3a.S3AFileSystem.open(S3AFileSystem.java:1)\n" * 200)
+
+    def explode(*_a, **_k):
+        raise JavaError("An error occurred while calling o42.collectToPython.\n" + "\tat x.Y(Y.java:1)\n" * 200)
+
+    monkeypatch.setattr(ingest_module, "ingest", explode)
+    (tmp_path / "x.log").write_text("x\n")
+    assert cli.main(["diagnose", str(tmp_path / "x.log")]) == 4
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "java.io.IOException: cannot open" in err
+    assert "Zq7secretValue" not in err and "AKIAIOSFODNN7EXAMPLE" not in err and "\tat " not in err
