@@ -120,19 +120,12 @@ class OomDirectMemory(Detector):
         patches = self._patches(incident, cause, sizing, pool, jobmanager=jobmanager)
         notes = {0: f"the OOM{' (' + top + ')' if top else ''}"}
         evidence = [first.event]
-        for o, u in list(zip(found, uptimes))[1:4]:
-            notes[len(evidence)] = "it happened again" + (f" after {oom.duration_text(u)}" if u is not None else "")
-            evidence.append(o.event)
+        oom.repeats_as_evidence(found, uptimes, evidence, notes)
         return [self.finding(
             cause, summary, evidence, confidence=0.9 if cause != "user-code-direct-memory" or frames else 0.7,
             patches=patches, notes=notes,
             details={
-                "occurrences": len(found),
-                "process": first.process,
-                "fatal": first.fatal,
-                "message": first.message[:160],
-                "task": first.task,
-                "seconds_running_before_oom": [round(u, 1) if u is not None else None for u in uptimes],
+                **oom.occurrence_details(found, uptimes),
                 "leak_evidence": leak,
                 "allocating_frames": [oom.frame_class(f) for f in frames[:5]],
                 "jvm_direct_memory": format_size(mem.direct) if mem else None,

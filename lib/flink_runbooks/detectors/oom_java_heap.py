@@ -145,9 +145,7 @@ class OomJavaHeap(Detector):
         patches = self._taskmanager_patches(incident, cause, sizing, backend, single_array, frames)
         evidence: list[Event] = [first.event]
         notes = {0: f"the OOM ({first.process}{', fatal' if first.fatal else ''}): {where}"}
-        for o, uptime in list(zip(found, uptimes))[1:4]:
-            notes[len(evidence)] = "it happened again" + (f" after {oom.duration_text(uptime)}" if uptime else "")
-            evidence.append(o.event)
+        oom.repeats_as_evidence(found, uptimes, evidence, notes)
         backend_event = next((ev for ev, _ in incident.find(oom.STATE_BACKEND_IN_LOG)), None)
         if backend_event is not None and backend == "heap":
             notes[len(evidence)] = ("the job's keyed state lives on the JVM heap" if cause == "heap-state-backend"
@@ -157,12 +155,7 @@ class OomJavaHeap(Detector):
         return self.finding(
             cause, summary, evidence, confidence=confidence, patches=patches, notes=notes,
             details={
-                "occurrences": len(found),
-                "process": first.process,
-                "fatal": first.fatal,
-                "message": first.message[:160],
-                "task": first.task,
-                "seconds_running_before_oom": [round(u, 1) if u is not None else None for u in uptimes],
+                **oom.occurrence_details(found, uptimes),
                 "top_frames": [oom.frame_class(f) for f in frames[:5]],
                 "task_heap": format_size(mem.task_heap) if mem else None,
                 "task_heap_per_slot": format_size(sizing.per_slot("task_heap")) if mem else None,

@@ -603,3 +603,20 @@ def duration_text(seconds: float | None) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def repeats_as_evidence(found: list, uptimes: list[float | None], evidence: list, notes: dict[int, str],
+                        most: int = 3) -> None:
+    """Add the OOMs after the first (up to ``most``) to a finding's evidence, each with how long its attempt ran."""
+    for occurrence, uptime in list(zip(found, uptimes))[1:most + 1]:
+        notes[len(evidence)] = "it happened again" + (f" after {duration_text(uptime)}" if uptime is not None else "")
+        evidence.append(occurrence.event)
+
+
+def occurrence_details(found: list, uptimes: list[float | None]) -> dict:
+    """What every OOM finding reports about the OOMs themselves: how many, where the first one was, how long each
+    attempt ran before it."""
+    first = found[0]
+    return {"occurrences": len(found), "process": first.process, "fatal": first.fatal,
+            "message": first.message[:160], "task": first.task,
+            "seconds_running_before_oom": [round(u, 1) if u is not None else None for u in uptimes]}
