@@ -10,7 +10,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from flink_runbooks.evidence.checkpoints import CheckpointAttempt
+from flink_runbooks.evidence.checkpoints import DECLINED, TRIGGER_FAILED, CheckpointAttempt
 from flink_runbooks.evidence.episodes import JOB_STATE
 from flink_runbooks.model import Event, Incident
 from flink_runbooks.parse.timestamps import parse_ts
@@ -40,8 +40,6 @@ DECLINED_NOT_READY = re.compile(
     r"CheckpointDeclineTaskNotReadyException(?:: Task (?P<task>.+?) was not running)?|"
     r"Checkpoint was declined \(tasks not ready\)")
 NOT_ALL_RUNNING = re.compile(r"Not all required tasks are currently running")
-TRIGGER_FAILED_FOR_JOB = re.compile(rf"Failed to trigger checkpoint (?:(?P<id>\d+) )?for job (?P<job>{JOB_ID})")
-DECLINE_LINE = re.compile(rf"Decline checkpoint (?P<id>\d+) by task (?P<attempt>\S+)(?: of job (?P<job>{JOB_ID}))?")
 # Up to 1.8 the decline's cause is printed under the record that discards the checkpoint, not the decline line.
 DISCARDING = re.compile(rf"Discarding checkpoint (?P<id>\d+) of job (?P<job>{JOB_ID})")
 
@@ -274,7 +272,7 @@ def not_ready_aborts(incident: Incident) -> list[NotReadyAbort]:
     out = []
     for ev in incident.events:
         text = ev.text
-        job_m = (TRIGGER_FAILED_FOR_JOB.search(ev.message) or DECLINE_LINE.search(ev.message)
+        job_m = (TRIGGER_FAILED.search(ev.message) or DECLINED.search(ev.message)
                  or DISCARDING.search(ev.message))
         job = job_m["job"] if job_m else None
         cid = int(job_m["id"]) if job_m and job_m["id"] else None

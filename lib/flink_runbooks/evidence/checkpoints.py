@@ -12,12 +12,12 @@ _COMPLETED = re.compile(
     r"(?:, checkpointDuration=(?P<dur>\d+) ms| in (?P<dur_old>\d+) ms)?"
 )
 _EXPIRED = re.compile(r"Checkpoint (?P<id>\d+) of job (?P<job>[0-9a-f]{32}) expired before completing")
-_DECLINED = re.compile(r"Decline checkpoint (?P<id>\d+) by task (?P<task>\S+)(?: of job (?P<job>[0-9a-f]{32}))?")
+DECLINED = re.compile(r"Decline checkpoint (?P<id>\d+) by task (?P<task>\S+)(?: of job (?P<job>[0-9a-f]{32}))?")
 _FAILED = re.compile(
     r"Failed to trigger or complete checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32})\.?"
     r"(?: \((?P<consecutive>\d+) consecutive failed attempts so far\))?"
 )
-_TRIGGER_FAILED = re.compile(r"Failed to trigger checkpoint (?:(?P<id>\d+) )?for job (?P<job>[0-9a-f]{32})")
+TRIGGER_FAILED = re.compile(r"Failed to trigger checkpoint (?:(?P<id>\d+) )?for job (?P<job>[0-9a-f]{32})")
 THRESHOLD = re.compile(
     r"Exceeded checkpoint tolerable failure threshold\.?(?: The latest checkpoint failed due to (?P<reason>.+?), view)?"
 )
@@ -77,7 +77,7 @@ def _checkpoint_history(incident: Incident) -> list[CheckpointAttempt]:
             att = get(m["id"], m["job"])
             att.outcome, att.finished, att.failure = "expired", ev.ts, "Checkpoint expired before completing."
             att.events.append(ev)
-        elif m := _DECLINED.search(msg):
+        elif m := DECLINED.search(msg):
             att = get(m["id"], m["job"])
             if att.outcome == "in progress":
                 att.outcome, att.finished = "declined", ev.ts
