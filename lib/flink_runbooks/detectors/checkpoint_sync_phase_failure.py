@@ -167,9 +167,13 @@ class CheckpointSyncPhaseFailure(Detector):
             why += f" Failing code: {where}."
         if lead.cause:
             why += f" Deepest cause: {lead.cause}"
-        tail = (" Up to Flink 1.8 setFailOnCheckpointingErrors(false) declines such checkpoints instead."
-                if legacy is not False else
-                " tolerable-failed-checkpoints does not apply to synchronous-phase failures: fix the cause.")
+        if legacy is False:
+            tail = " tolerable-failed-checkpoints does not apply to synchronous-phase failures: fix the cause."
+        elif cause in ("hdfs-datanodes-bad", "storage-write-failure"):
+            tail = " Up to Flink 1.8 setFailOnCheckpointingErrors(false) declines such checkpoints instead."
+        else:
+            tail = (" Up to Flink 1.8 setFailOnCheckpointingErrors(false) would decline such checkpoints instead, "
+                    "which would only hide this fault: fix the cause.")
         return head + why + tail
 
     def _patches(self, incident: Incident, cause: str, lead: SnapshotFailure, legacy: bool | None, where: str | None):
@@ -215,7 +219,9 @@ class CheckpointSyncPhaseFailure(Detector):
                 "Read the TaskManager log of the failed task: the 'Caused by' below 'Could not complete snapshot' "
                 "names what failed.",
                 snippet=f'grep -n -A60 "Could not complete snapshot {lead.checkpoint_id} " taskmanager*.log'))
-        if legacy is not False:
+        # Declining instead of failing only bridges a storage outage; for a sink or the job's code it would hide
+        # records that were never delivered or state that was never written.
+        if legacy is not False and cause in ("hdfs-datanodes-bad", "storage-write-failure"):
             patches.append(decline_instead_of_fail_patch(
                 self, "Flink <= 1.8 only: a failed snapshot then declines the checkpoint instead of failing the task. "
                       "From 1.9 on no setting does this: synchronous-phase failures always fail the task, and "
