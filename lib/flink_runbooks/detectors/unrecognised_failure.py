@@ -97,7 +97,8 @@ class UnrecognisedFailure(Detector):
         fault = read_fault(event)
         eps = [ep for ep in episodes(incident) if ep.failures or ep.outcome in ("restarting", "failed")]
         excerpt = is_excerpt(incident)
-        outcome = _outcome(eps)
+        # An excerpt shows a task's failure, not what the job did next.
+        outcome = "unknown" if excerpt else _outcome(eps)
         cause = _CAUSE_OF[fault.component]
         unknown = []
         if excerpt:
