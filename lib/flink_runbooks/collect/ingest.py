@@ -610,12 +610,14 @@ def ingest(
     if not paths:
         raise InputError("no input paths given")
     in_process = False
+    listed = None
     if spark is None and all(local.local_path(p) is not None for p in paths):
         listed = list_inputs(None, paths)
         in_process = local.fits_locally(listed.logs, listed.configs)
     if not in_process:
         spark = spark or get_spark()
-        listed = list_inputs(spark, paths)
+        # Local paths are listed the same way with or without a JVM (and .gz files are checked only once).
+        listed = listed if listed is not None else list_inputs(spark, paths)
     warnings: list[str] = []
     if listed.skipped:
         shown = ", ".join(listed.skipped[:5]) + (f" and {len(listed.skipped) - 5} more" if len(listed.skipped) > 5 else "")
