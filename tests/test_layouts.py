@@ -144,3 +144,18 @@ def test_wrapped_records_are_kept_whole_and_excerpts_line_by_line():
     assert layouts.widen_kept(pa.array(lines), header, keep).tolist() == [True, True, True, True, False]
     excerpt = pa.array(["Any idea?", "RemoteTransportException: Connection unexpectedly closed"])
     assert layouts.widen_kept(excerpt, np.array([False, False]), np.array([False, True])).tolist() == [True, True]
+
+
+def test_a_line_left_short_by_a_wrap_before_a_long_word_is_kept_with_the_rest():
+    import numpy as np
+    import pyarrow as pa
+
+    lines = ["2020-06-02 10:12:58,934 INFO  org.apache.flink.yarn.YarnResourceManager",
+             "- Closing TaskExecutor connection container_1590912340115_0032_01_000002",
+             "because: Container",
+             "[pid=19211,containerID=container_1590912340115_0032_01_000002] is running beyond",
+             "virtual memory limits. Killing container.",
+             "2020-06-02 10:12:58,935 INFO  org.apache.flink.yarn.YarnResourceManager - other"]
+    header = np.array([True, False, False, False, False, True])
+    keep = np.array([False, False, False, False, True, False])
+    assert layouts.widen_kept(pa.array(lines), header, keep).tolist() == [True, True, True, True, True, False]

@@ -135,3 +135,66 @@ def test_kubernetes_prefixed_stack_traces_stay_one_record():
              prefix + "Caused by: java.io.IOException: x", prefix]
     recs = assemble(lines)
     assert len(recs) == 1 and len(recs[0].chain) == 2 and recs[0].frames == ["at com.acme.A.b(A.java:1)"]
+
+
+def test_a_line_left_short_by_a_wrap_before_a_long_word_is_joined_back_with_its_space():
+    # Wrapped at 80: the task id did not fit after "from task", nor the job id after "of job".
+    lines = ["2025-04-02 14:09:56,988 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Received late",
+             "message for now expired checkpoint attempt 57 from task",
+             "7d2c9e4b1a3f5c6e8d0a2b4c6e8f0a1b_0a448493b4782967b150582570326227_3_0 of job",
+             "1b7e3a9c5d0f2e4a6b8c1d3e5f7a9b0c at tm-1-2 @ 10.244.2.34 (dataPort=39121)."]
+    [rec] = assemble(lines)
+    assert rec.message == ("Received late message for now expired checkpoint attempt 57 from task "
+                           "7d2c9e4b1a3f5c6e8d0a2b4c6e8f0a1b_0a448493b4782967b150582570326227_3_0 of job "
+                           "1b7e3a9c5d0f2e4a6b8c1d3e5f7a9b0c at tm-1-2 @ 10.244.2.34 (dataPort=39121).")
+
+
+def test_a_long_token_is_joined_without_a_space_only_where_it_was_cut_at_the_wrap_width():
+    lines = ["2022-06-20 11:00:01,225 INFO  org.apache.flink.runtime.resourcemanager.StandaloneResourceManager [] - x",
+             "[] - Registering TaskManager with ResourceID 5566778899aabbccddeeff0011223344 plus a",
+             "Registering TaskManager with ResourceID 5566778899aabbccddeeff0011223344",
+             "(akka.tcp://flink@flink-tm-b.dc2:36102/user/rpc/taskmanager_0) at",
+             "ResourceManager"]
+    recs = assemble(lines)
+    # 72 characters is a common wrap width, but a line of 80 came before: that line ended at a space.
+    assert "5566778899aabbccddeeff0011223344 (akka.tcp://flink@flink-tm-b.dc2:36102" in recs[-1].message + " ".join(recs[-1].body)
+    cut = ["Caused by: java.io.IOException: Target file",
+           "file:/opt/flink/pm/checkpoint/000000006e6b13320000000000000000/chk-6/_metadata",
+           "already exists.",
+           "\tat org.apache.flink.runtime.state.filesystem.FsCheckpointMetadataOutputStream.g"]
+    [rec] = assemble(["x" * 80, *cut])
+    assert rec.chain[-1]["message"].endswith("chk-6/_metadata already exists.")
+
+
+def test_a_class_name_cut_by_a_wrap_stays_in_its_chain():
+    lines = ["2022-03-14 09:05:58,302 WARN  org.apache.flink.runtime.taskmanager.Task [] - Map (2/2)#0 switched from INITIALIZING",
+             "to FAILED with failure cause: org.apache.flink.util.FlinkRuntimeException: boom",
+             "\tat java.lang.Thread.run(Thread.java:829) ~[?:?]",
+             "Caused by: org.apache.flink.shaded.guava18.com.google.common.util.concurrent.Unc",
+             "heckedExecutionException: org.apache.flink.api.common.InvalidProgramException:",
+             "Table program cannot be compiled.",
+             "Caused by: java.lang.OutOfMemoryError: Metaspace"]
+    [rec] = assemble(lines)
+    assert [c["cls"].rsplit(".", 1)[-1] for c in rec.chain] == [
+        "FlinkRuntimeException", "UncheckedExecutionException", "OutOfMemoryError"]
+    assert rec.chain[1]["message"].startswith("org.apache.flink.api.common.InvalidProgramException:")
+
+
+def test_a_wrapped_exception_is_not_glued_to_a_short_line_unless_that_line_ends_before_its_message():
+    lines = ["java.lang.RuntimeException: first failure of the job",
+             "org.apache.flink.runtime.checkpoint.CheckpointException: Asynchronous task",
+             "Caused by: org.apache.flink.util.SerializedThrowable:",
+             "org.apache.flink.runtime.checkpoint.CheckpointException: Task local checkpoint failure."]
+    recs = assemble(lines)
+    assert [c["cls"].rsplit(".", 1)[-1] for r in recs for c in r.chain] == [
+        "RuntimeException", "CheckpointException", "CheckpointException"]
+    assert recs[-1].chain[-1]["message"] == "Task local checkpoint failure."
+
+
+def test_a_json_record_cut_by_the_line_limit_keeps_the_trace_read_so_far():
+    import json
+
+    trace = "java.io.IOException: No space left on device\n\tat com.acme.A.b(A.java:1)\n" + "\tat com.acme.A.c(A.java:2)\n" * 200
+    line = json.dumps({"level": "ERROR", "stack_trace": trace})[:4096]
+    [rec] = assemble([line])
+    assert rec.level == "ERROR" and rec.chain[0]["cls"] == "java.io.IOException"

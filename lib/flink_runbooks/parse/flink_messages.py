@@ -337,6 +337,9 @@ WORDINGS: tuple[Wording, ...] = (
     Wording("tm-memory-misconfiguration", r"Sum of configured (?:Framework Heap Memory|JVM Metaspace) .+ exceed",
             "1.10 – 2.x", "TaskExecutorFlinkMemoryUtils / ProcessMemoryUtils",
             "org.apache.flink.configuration.IllegalConfigurationException: Sum of configured Framework Heap Memory (128.000mb (134217728 bytes)), Framework Off-Heap Memory (128.000mb (134217728 bytes)), Task Off-Heap Memory (0 bytes), Managed Memory (2.000gb (2147483648 bytes)) and Network Memory (1.000gb (1073741824 bytes)) exceed configured Total Flink Memory (2.000gb (2147483648 bytes))."),
+    Wording("tm-memory-misconfiguration", r"Inconsistently configured .+ and its min \(.+\), max \(.+\) value",
+            "1.10 – 2.x", "ProcessMemoryUtils#getRangeFraction (network or JVM overhead fraction against its min and max; TaskExecutorResourceUtils in 1.10)",
+            "org.apache.flink.configuration.IllegalConfigurationException: Inconsistently configured Key: 'taskmanager.memory.network.fraction' , default: 0.1 (fallback keys: [{key=taskmanager.network.memory.fraction, isDeprecated=true}]) (0.10000000149011612) and its min (2.000gb (2147483648 bytes)), max (1024.000mb (1073741824 bytes)) value"),
     # -- cluster
     Wording("taskmanager-lost", r"Connection unexpectedly closed by remote task manager '[^']*'\. This might indicate that the remote task manager was lost",
             "1.5 – 2.x", "CreditBasedPartitionRequestClientHandler#channelInactive (RemoteTransportException)",
@@ -357,8 +360,8 @@ WORDINGS: tuple[Wording, ...] = (
             "1.3 – 2.x", "YARN NodeManager (ContainersMonitorImpl), relayed by Flink's YARN resource manager",
             "Container [pid=4711,containerID=container_1573131122047_0007_01_000003] is running 212992B beyond the 'PHYSICAL' memory limit. Current usage: 4.0 GB of 4 GB physical memory used; is running beyond physical memory limits"),
     # -- state backends and storage
-    Wording("rocksdb-hardlink-not-supported", r"[Ww]hile link file to \S+/chk-\d+\.tmp/\S+: \S+: Not supported",
-            "1.8 – 2.x", "RocksDB native checkpoint (RocksDBException via RocksIncrementalSnapshotStrategy)",
+    Wording("rocksdb-hardlink-not-supported", r"[Ww]hile link file to \S+/chk-\d+\.tmp/\S+: \S+: (?:Not supported|Operation not permitted)",
+            "1.8 – 2.x", "RocksDB native checkpoint (RocksDBException via RocksIncrementalSnapshotStrategy); the OS error depends on the file system (EOPNOTSUPP, or EPERM on vfat)",
             "org.rocksdb.RocksDBException: While link file to /data/rocksdb/db/chk-5.tmp/000012.sst: /data/rocksdb/db/000012.sst: Not supported"),
     Wording("rocksdb-restore-corruption", r"(?:Bad table magic number|Corruption: block checksum mismatch|Sst file size mismatch)",
             "1.3 – 2.x", "RocksDB (RocksDBException while opening restored SST files)",

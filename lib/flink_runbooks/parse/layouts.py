@@ -270,10 +270,33 @@ _JSON_FIELDS = {
 }
 
 
-def _parse_json(text: str) -> Header | None:
+def _loads_cut(text: str):
+    r"""A JSON object, or what is left of one whose line was cut short (a line limit, a paste cut off mid-trace):
+    the fields read so far, the last string ending where the cut fell; None when it is not JSON at all.
+
+    >>> _loads_cut('{"level": "ERROR", "stack_trace": "java.io.IOException: x\\n\\tat a.B.c(B.java:1)\\n\\tat a.B.d(B.j')
+    {'level': 'ERROR', 'stack_trace': 'java.io.IOException: x\n\tat a.B.c(B.java:1)\n\tat a.B.d(B.j'}
+    """
     try:
-        rec = json.loads(text)
+        return json.loads(text)
     except ValueError:
+        pass
+    if not re.match(r'^\{\s*"', text):
+        return None
+    # Drop an escape the cut split ("\\", "\\u00"), then close the open string and object.
+    body = re.sub(r'\\(?:u[0-9a-fA-F]{0,3})?$', "", text) if re.search(r'(?<!\\)(?:\\\\)*\\(?:u[0-9a-fA-F]{0,3})?$', text) else text
+    for tail in ('"}', '}', '":""}'):
+        try:
+            rec = json.loads(body + tail)
+        except ValueError:
+            continue
+        return rec if isinstance(rec, dict) else None
+    return None
+
+
+def _parse_json(text: str) -> Header | None:
+    rec = _loads_cut(text)
+    if rec is None:
         return None
     if not isinstance(rec, dict):
         return None
@@ -342,8 +365,16 @@ def widen_kept(texts, header, keep):
     lengths = pc.utf8_length(texts).fill_null(0).to_numpy(zero_copy_only=False)
     indented = pc.match_substring_regex(texts, re2(_INDENTED_JAVA)).fill_null(True).to_numpy(zero_copy_only=False)
     cut = pc.match_substring_regex(texts, re2(_CUT_HEADER_JAVA)).fill_null(False).to_numpy(zero_copy_only=False)
+    from flink_runbooks.parse.records import SHORTEST_WRAPPED, WRAP_MIN, WRAP_WIDTHS
+
+    # A line whose first word would not have fitted on the (shorter) line before it at any common wrap width.
+    space = pc.find_substring(texts, " ").fill_null(-1).to_numpy(zero_copy_only=False)
+    first = np.where(space < 0, lengths, space)
+    widths = np.array(sorted(WRAP_WIDTHS) + [1 << 30])
+    next_width = widths[np.searchsorted(widths, lengths, side="left")]
+    did_not_fit = (lengths[:-1] >= SHORTEST_WRAPPED) & (next_width[:-1] < lengths[:-1] + 1 + first[1:])
     continues = np.zeros(n, dtype=bool)
-    continues[1:] = (lengths[:-1] >= 60) | cut[:-1]
+    continues[1:] = (lengths[:-1] >= WRAP_MIN) | cut[:-1] | did_not_fit
     continues &= ~header & ~indented & (lengths > 0)
     segment = np.cumsum(~continues)  # a line and the lines wrapped from it share a segment
     kept_segments = np.zeros(int(segment[-1]) + 1, dtype=bool)

@@ -37,6 +37,8 @@ _HTML_ENTITY = re.compile(r"&(?:quot|lt|gt|amp|apos|#\d+|#x[0-9a-fA-F]+);")
 WRAP_MIN = 60
 WRAP_WIDTHS = (72, 76, 78, 80, 100, 120, 132, 160)
 MAX_MESSAGE = 8000
+# A wrap before a long word can leave a short line ("because: Container" / "[pid=...,containerID=...] is ...").
+SHORTEST_WRAPPED = 12
 # Where a line of its own starts (a kernel, syslog or journal time stamp): never the rest of a wrapped one.
 _LINE_START = re.compile(r"^(?:\[[^\]]{0,40}\d{2}:\d{2}:\d{2}[^\]]{0,20}\]|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}"
                          r"|\d{4}-\d{2}-\d{2}[ T]\d{2}:|\d{2}:\d{2}:\d{2}[.,]\d{3} )")
@@ -45,6 +47,19 @@ _CUT_NAME = re.compile(r"^(?:[a-z_$][\w$]*\.){2,}[\w$]+$")
 # What is left of a stack frame cut by a wrap: "java:753)", "(StreamTask.java:753) ~[flink-dist-1.20.3.jar:1.20.3]".
 _FRAME_TAIL = re.compile(r"^[\w$.<>/()-]*(?:\.(?:java|scala|kt)(?::\d+)?|Native Method|Unknown Source|:\d+)\)(?:\s*~?\[[^\]]*\]?)?$|^~?\[[^\]]*\.jar[^\]]*\]$")
 _WRAPPERS = ("org.apache.flink.util.SerializedThrowable",)
+
+
+def first_word_did_not_fit(previous_length: int, line: str) -> bool:
+    """Whether ``line`` looks wrapped from a shorter line before it: its first word would not have fitted on that
+    line at any common wrap width (a tool wraps before a long id or path, leaving the line before it short).
+
+    >>> first_word_did_not_fit(55, "7d2c9e4b1a3f5c6e8d0a2b4c6e8f0a1b_0a448493b4782967b150582570326227_3_0 of job")
+    True
+    >>> first_word_did_not_fit(55, "of job 7d2c9e4b1a3f5c6e8d0a2b4c6e8f0a1b")
+    False
+    """
+    first = len(line.split(" ", 1)[0])
+    return previous_length >= SHORTEST_WRAPPED and any(previous_length <= w < previous_length + 1 + first for w in WRAP_WIDTHS)
 
 
 def parse_exception_line(text: str) -> tuple[str, str] | None:
@@ -149,6 +164,8 @@ class RecordAssembler:
         self._text: str | None = None  # a line that may be the first half of a cut class name
         self._text_kind = "top"
         self._cut_token = self._prev_cut_token = False
+        self._tail = ""  # the last word of the previous kept line (where a wrap may have cut a long token)
+        self._widest = 0  # the longest kept line so far: a wrap cuts inside a token only at the width
 
     def feed(self, index: int, is_header: bool, text: str | None) -> RawRecord | None:
         if text is not None and text.startswith('{"log"'):
@@ -161,6 +178,8 @@ class RecordAssembler:
             if text is not None:
                 self.current = self._start(index, text)
                 self._last = (index, "header", len(text.rstrip()))
+                self._tail = text.rstrip().rsplit(" ", 1)[-1]
+                self._widest = max(self._widest, len(text.rstrip()))
                 self._cut_text = strip_prefix(text).strip() if self.current.layout in ("unknown", "cut") else None
             else:
                 self._last = None
@@ -184,12 +203,19 @@ class RecordAssembler:
         if not line:
             return None
         last, self._last = self._last, None
+        tail, self._tail = self._tail, line.rsplit(" ", 1)[-1]
+        widest, self._widest = self._widest, max(self._widest, length)
         # A line that is one long token was cut inside that token (a path, a class name): join without a space.
-        self._cut_token, self._prev_cut_token = " " not in line and length in WRAP_WIDTHS, self._cut_token
+        self._cut_token, self._prev_cut_token = (" " not in line and length in WRAP_WIDTHS and length >= widest,
+                                                 self._cut_token)
         # Flink indents its own continuation lines (frames, config dumps); a wrapping tool does not.
         cut_header = (bool(last) and last[1] == "header" and self.current is not None
                       and self.current.layout in ("unknown", "cut"))
-        wrapped = (bool(last) and last[0] == index - 1 and (last[2] >= WRAP_MIN or cut_header)
+        wrapped = (bool(last) and last[0] == index - 1
+                   and (last[2] >= WRAP_MIN or cut_header
+                        # a new exception is not the rest of the line before, unless that line ends where its
+                        # message should start ("...SerializedThrowable:" / "org.apache...CheckpointException: ...")
+                        or (first_word_did_not_fit(last[2], line) and (tail.endswith(":") or not parse_exception_line(line))))
                    and not unprefixed[:1].isspace() and not _LINE_START.match(line))
         caused = _CAUSED.match(line)
         if caused and _CUT_NAME.match(caused.group(2)) and not parse_exception_line(caused.group(2)):
@@ -207,6 +233,13 @@ class RecordAssembler:
                 rec.add_exception(caused.group(2).split(":", 1)[0].strip(), "", kind)
             self._last = (index, "exception", length)
             return self._swap(rec)
+        if wrapped and last[1] == "text" and self._text is not None and text.strip() != line:
+            # The rest of a class name cut in two, read before any prefix is stripped: "heckedExecutionException: "
+            # is not a prefix but the end of the name on the line before.
+            joined = parse_exception_line(self._text + text.strip())
+            if joined:
+                self._last = (index, "exception", length)
+                return self._exception(index, joined, self._text_kind)
         if _MORE.match(line):
             if self.current:
                 self.current.truncated = True
@@ -216,7 +249,7 @@ class RecordAssembler:
                 self.current.frames.append(line)
                 self._last = (index, "frame", length)
             return None
-        if wrapped and self.current and self._join(last, line):
+        if wrapped and self.current and self._join(last, line, tail, widest):
             self._last = (index, last[1], length)
             return None
         if _FRAME_TAIL.match(line):
@@ -248,23 +281,32 @@ class RecordAssembler:
     def _exception(self, index: int, parsed: tuple[str, str], kind: str) -> RawRecord | None:
         self._text = None
         done = None
-        if self.current is None or any(c["kind"] == "top" for c in self.current.chain):
+        if self.current is None or (kind == "top" and any(c["kind"] == "top" for c in self.current.chain)):
             # A second top-level exception starts a new record (bare stack traces pasted back to back).
             done = self._flush()
             self.current = self._orphan(index)
         self.current.add_exception(parsed[0], parsed[1], kind)
         return done
 
-    def _join(self, last: tuple[int, str, int], line: str) -> bool:
+    def _join(self, last: tuple[int, str, int], line: str, tail: str = "", widest: int = 0) -> bool:
         """Join ``line`` to what the previous (long) line added, as the tool that wrapped it had cut it."""
         rec, kind = self.current, last[1]
-        # A long token (a path, an id) that a wrap cut at exactly the width goes on without a space.
-        sep = "" if self._prev_cut_token or (last[2] in WRAP_WIDTHS and len(line.split(" ", 1)[0]) >= 25) else " "
+        # A long token (a path, an id) that a wrap cut at exactly the width goes on without a space: only a token
+        # longer than the line it was cut from is cut inside ("... of job" / "1b7e3a..." was cut at a space), and
+        # only at the wrap width (no kept line so far was longer).
+        first = len(line.split(" ", 1)[0])
+        sep = "" if self._prev_cut_token or (last[2] in WRAP_WIDTHS and last[2] >= widest and first >= 25
+                                             and len(tail) + first > last[2]) else " "
         if kind == "frame" and rec.frames:
             # A frame has no space before its closing parenthesis: the cut fell inside a name.
             rec.frames[-1] = rec.frames[-1] + ("" if ")" not in rec.frames[-1] else " ") + line
         elif kind == "exception" and rec.chain:
-            rec.chain[-1]["message"] = (rec.chain[-1]["message"] + sep + line).strip()[:MAX_MESSAGE]
+            last_link = rec.chain[-1]
+            last_link["message"] = (last_link["message"] + sep + line).strip()[:MAX_MESSAGE]
+            if last_link["cls"] in _WRAPPERS:  # "SerializedThrowable:" / "<original class>: ..." on the next line
+                unwrapped = parse_exception_line(f"{last_link['cls']}: {last_link['message']}")
+                if unwrapped:
+                    last_link["cls"], last_link["message"] = unwrapped
         elif kind == "body" and rec.body and not parse_exception_line(line):
             rec.body[-1] = (rec.body[-1] + sep + line)[:MAX_MESSAGE]
         elif kind == "header" and rec.layout in ("unknown", "cut") and not rec.chain and not rec.body and not parse_exception_line(line):
