@@ -870,8 +870,10 @@ def _config_from_logs(events: list[Event], config: EffectiveConfig) -> None:
             if pm:
                 config.add(pm.group(1), redact_value(pm.group(1), pm.group(2)), ConfigSource("dynamic", ev.file, ev.line, "-D"))
             continue
-        if msg.lstrip().startswith("dynamic_configs:") or any(b.startswith("dynamic_configs:") for b in ev.body):
-            text = " ".join([msg] + ev.body)
+        text = " ".join([msg] + ev.body)
+        # The start-up script's line; a reader that joins wrapped lines may have put it after the jvm_params line.
+        if re.search(r"(?:^|\s)dynamic_configs: ", text):
+            text = re.split(r"(?:^|\s)dynamic_configs: ", text, maxsplit=1)[1]
             for key, val in _DYNAMIC_CONFIGS.findall(text):
                 config.add(key, redact_value(key, val), ConfigSource("dynamic", ev.file, ev.line, "-D"))
 

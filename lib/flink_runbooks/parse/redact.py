@@ -86,9 +86,6 @@ def redact_text(text: str | None) -> str | None:
     def pair(m: re.Match[str]) -> str:
         if _is_redacted(m.group("value")):
             return m.group(0)
-        # "/etc/passwd: unknown log layout" names a file, it does not set a key.
-        if m.start() and m.string[m.start() - 1] in "/\\" and "=" not in m.group("sep"):
-            return m.group(0)
         return f"{m.group('key')}{m.group('sep')}{REDACTED}"
 
     def quoted_pair(m: re.Match[str]) -> str:
