@@ -29,6 +29,26 @@ from flink_runbooks.model import ChainLink, Event, Incident, InputFile
 from flink_runbooks.parse.redact import redact_text, redact_value
 
 MAX_LINE_CHARS = 4096  # longer kept lines are cut
+# A line that is a whole JSON record (a JSON logging layout, a JSON-escaped trace pasted from a ticket) holds a
+# stack trace in one line, so it keeps up to this much.
+MAX_RECORD_LINE_CHARS = 64 * 1024
+
+
+def line_limit(text: str) -> int:
+    """How much of a kept line the records read (the Spark projection cuts the same way, see :func:`_cut_lines`)."""
+    return MAX_RECORD_LINE_CHARS if text[:1] == "{" else MAX_LINE_CHARS
+
+
+def _cut_lines(text, value):
+    """Spark column: ``text`` cut before it reaches a worker, judged on the raw line ``value``. Lines beyond a few
+    kilobytes (a binary file has few line breaks) are cut so no single line can swamp a worker; JSON records keep
+    :data:`MAX_RECORD_LINE_CHARS`."""
+    from pyspark.sql import functions as F
+
+    return (F.when(value.startswith("{"), F.when(F.octet_length(value) > MAX_RECORD_LINE_CHARS,
+                                                 F.substring(text, 1, MAX_RECORD_LINE_CHARS)).otherwise(text))
+            .when(F.octet_length(value) > 4 * MAX_LINE_CHARS, F.substring(text, 1, MAX_LINE_CHARS))
+            .otherwise(text))
 # Characters that make a line binary when they are more than 30 % of it: replacement characters and C0 controls
 # other than tab, line feed, form feed and carriage return.
 BINARY_CHARS_JAVA = "[\uFFFD\u0001-\u0008\u000B\u000E-\u001F]"
@@ -456,7 +476,7 @@ def _assemble_partition(batches, patterns: dict[str, str]):
             passed = headers_before[position - 1] - (headers_before[previous] if previous >= 0 else 0) if position else 0
             if passed or (previous < 0 and state["header_pending"]):
                 emit(state["asm"].feed(base + position - 1, True, None))
-            text = text[:MAX_LINE_CHARS]
+            text = text[:line_limit(text)]
             is_header = bool(header[position])
             # Exception lines only tell an excerpt from an unknown layout in a file without any record header.
             if not state["headers"] and not is_header and parse_exception_line(
@@ -532,7 +552,7 @@ def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None,
     junk = F.length(text) - F.length(F.regexp_replace(text, BINARY_CHARS_JAVA, ""))
     binary = value.contains("\u0000") | F.when(invalid, junk * 10 > F.length(text) * 3).otherwise(F.lit(False))
     projected = df.select(
-        F.when(F.octet_length(value) > 4 * MAX_LINE_CHARS, F.substring(text, 1, MAX_LINE_CHARS)).otherwise(text).alias("text"),
+        _cut_lines(text, value).alias("text"),
         binary.alias("bin"),
         (invalid & ~binary).alias("bad"),
         F.when(first_of_partition, F.col("_metadata.file_path")).alias("file"),
@@ -574,8 +594,7 @@ def scan_small_files(spark, log_uris: Sequence[str], detectors: Sequence | None 
         binary = value.contains("\u0000") | (junk * 10 > F.length(value) * 3)
         start = F.col("pos") == 0
         projected = lines.select(
-            F.when(F.octet_length(value) > 4 * MAX_LINE_CHARS, F.substring(value, 1, MAX_LINE_CHARS))
-            .otherwise(value).alias("text"),
+            _cut_lines(value, value).alias("text"),
             binary.alias("bin"),
             (value.contains("\ufffd") & ~binary).alias("bad"),
             F.when(start, F.col("path")).alias("file"),

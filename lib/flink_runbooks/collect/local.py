@@ -56,7 +56,7 @@ def _partition(uri: str, data: bytes):
     """One file as Spark's text source and the scan's projection would hand it to a worker."""
     import pyarrow as pa
 
-    from flink_runbooks.collect.ingest import _DIST_JAR_JAVA, BINARY_CHARS_JAVA, MAX_LINE_CHARS
+    from flink_runbooks.collect.ingest import _DIST_JAR_JAVA, BINARY_CHARS_JAVA, MAX_LINE_CHARS, MAX_RECORD_LINE_CHARS
 
     dist_jar = re.compile(_DIST_JAR_JAVA)
     lines = data.split(b"\n")
@@ -73,7 +73,9 @@ def _partition(uri: str, data: bytes):
             text = raw.decode("utf-8", errors="replace")
             is_binary = "\x00" in text or len(junk.findall(text)) * 10 > len(text) * 3
             is_bad = not is_binary
-        if len(raw) > 4 * MAX_LINE_CHARS:
+        if raw[:1] == b"{":
+            text = text[:MAX_RECORD_LINE_CHARS] if len(raw) > MAX_RECORD_LINE_CHARS else text
+        elif len(raw) > 4 * MAX_LINE_CHARS:
             text = text[:MAX_LINE_CHARS]
         texts.append(text)
         binary.append(is_binary)

@@ -3,6 +3,7 @@ single-process Python reader that extracts the same records."""
 from __future__ import annotations
 
 import gzip
+import string
 import pathlib
 import re
 import subprocess
@@ -24,6 +25,8 @@ def to_ere(pattern: str) -> str:
 
     >>> print(to_ere(r'(?:Consumer|Producer)Config \\d+ [^\\]"]+ \\"x\\"'))
     (Consumer|Producer)Config [0-9]+ [^]"]+ "x"
+    >>> print(to_ere(r'at [^\\Wabc]'))
+    at [ABCDEFGHIJKLMNOPQRSTUVWXYZdefghijklmnopqrstuvwxyz0123456789_]
     """
     out: list[str] = []
     i = 0
@@ -55,6 +58,12 @@ def _bracket(pattern: str, start: int) -> tuple[int, str]:
     i = start + 1
     negate = pattern[i:i + 1] == "^"
     i += negate
+    if negate and pattern.startswith("\\W", i):
+        # [^\Wabc]: a word character other than a, b, c. ERE has no class difference: spell out what is left.
+        end = pattern.index("]", i)
+        excluded = set(pattern[i + 2:end])
+        left = [c for c in string.ascii_letters + string.digits + "_" if c not in excluded]
+        return end + 1, "[" + "".join(left) + "]"
     items: list[str] = []
     close = dash = False
     while pattern[i] != "]":
