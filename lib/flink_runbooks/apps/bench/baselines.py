@@ -26,7 +26,7 @@ def to_ere(pattern: str) -> str:
     >>> print(to_ere(r'(?:Consumer|Producer)Config \\d+ [^\\]"]+ \\"x\\"'))
     (Consumer|Producer)Config [0-9]+ [^]"]+ "x"
     >>> print(to_ere(r'at [^\\Wabc]'))
-    at [ABCDEFGHIJKLMNOPQRSTUVWXYZdefghijklmnopqrstuvwxyz0123456789_]
+    at [defghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_]
     """
     out: list[str] = []
     i = 0
