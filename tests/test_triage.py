@@ -35,7 +35,9 @@ def test_triage_with_a_finding_writes_report_patches_and_executed_notebook(spark
     assert "storage-unwritable" in html and "<img" in html
     assert "open_runbook(" not in html, "setup code is hidden in the HTML"
     diff = (out / "patches" / "flink-conf.yaml.diff").read_text()
-    assert "+execution.checkpointing.tolerable-failed-checkpoints: 3" in diff
+    # A store that refuses writes gets no tolerance (it would only hide the fault); retention lets the job resume.
+    assert "tolerable-failed-checkpoints" not in diff
+    assert "+execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION" in diff
     assert "flinkConfiguration" in (out / "patches" / "flinkdeployment-patch.yaml").read_text()
     md = (out / "report.md").read_text()
     assert md.index("Primary") < md.index("Evidence") and "flink-flink-standalonesession-0-vm.log:412" in md
