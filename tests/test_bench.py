@@ -15,7 +15,8 @@ from flink_runbooks.apps import cli
 from flink_runbooks.apps.bench import baselines
 from flink_runbooks.apps.bench.__main__ import injected_found, log_files
 from flink_runbooks.apps.bench.generate import generate, parse_size
-from flink_runbooks.collect.ingest import ingest, line_patterns
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.collect.scan import line_patterns
 
 
 def _example_lines() -> list[str]:

@@ -8,7 +8,8 @@ import pyarrow.compute as pc
 import pytest
 
 from conftest import DATA, example, incident_from_text
-from flink_runbooks.collect.ingest import ingest, line_patterns
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.collect.scan import line_patterns
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import order_findings, run_detectors
 from flink_runbooks.evidence.faults import component

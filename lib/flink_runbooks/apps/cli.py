@@ -109,7 +109,8 @@ def _selected_detectors(spec: str | None):
 def cmd_diagnose(args) -> int:
     from flink_runbooks.collect.progress import for_stderr
     from flink_runbooks.diagnose import run_detectors
-    from flink_runbooks.collect.ingest import InputError, check_local_paths, ingest
+    from flink_runbooks.collect.listing import InputError, check_local_paths
+    from flink_runbooks.collect.ingest import ingest
     from flink_runbooks.render.report import to_json, to_text
     from flink_runbooks.collect.spark import SparkUnavailable
 
@@ -146,7 +147,7 @@ def cmd_diagnose(args) -> int:
 def cmd_triage(args) -> int:
     import json
 
-    from flink_runbooks.collect.ingest import InputError
+    from flink_runbooks.collect.listing import InputError
     from flink_runbooks.collect.spark import SparkUnavailable
     from flink_runbooks.apps.triage import TriageError, triage
 

@@ -90,7 +90,8 @@ def triage(
     runbooks_dir: str | os.PathLike | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> TriageReport:
-    from flink_runbooks.collect.ingest import check_local_paths, ingest
+    from flink_runbooks.collect.listing import check_local_paths
+    from flink_runbooks.collect.ingest import ingest
     from flink_runbooks.collect.store import save_incident
 
     say = progress or (lambda _msg: None)

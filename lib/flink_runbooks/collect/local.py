@@ -3,7 +3,7 @@
 Starting Spark costs about ten seconds, which is all of the time a pasted stack trace or one small log file needs.
 Below :data:`LOCAL_LIMIT_BYTES` of local, plain or gzipped files, :func:`scan_locally` builds the Arrow batches
 Spark would hand a Python worker (one partition per file: text, binary flag, file and block on the first row,
-the flink-dist version) and runs :func:`~flink_runbooks.collect.ingest._assemble_partition` over them, so records,
+the flink-dist version) and runs :func:`~flink_runbooks.collect.scan._assemble_partition` over them, so records,
 statistics and line numbers are the ones the Spark pass gives. Spark stays the engine for anything larger, for
 other file systems and compressions, and whenever a master or a Spark Connect server is named.
 """
@@ -56,7 +56,7 @@ def _partition(uri: str, data: bytes):
     """One file as Spark's text source and the scan's projection would hand it to a worker."""
     import pyarrow as pa
 
-    from flink_runbooks.collect.ingest import _DIST_JAR_JAVA, BINARY_CHARS_JAVA, MAX_LINE_CHARS, MAX_RECORD_LINE_CHARS
+    from flink_runbooks.collect.scan import _DIST_JAR_JAVA, BINARY_CHARS_JAVA, MAX_LINE_CHARS, MAX_RECORD_LINE_CHARS
 
     dist_jar = re.compile(_DIST_JAR_JAVA)
     lines = data.split(b"\n")
@@ -98,7 +98,7 @@ def _partition(uri: str, data: bytes):
 
 def scan_locally(log_uris: Sequence[str], detectors: Sequence | None = None) -> list[dict]:
     """Rows of the scan (records and per-block statistics), as ``scan_logs(...).toArrow().to_pylist()`` gives them."""
-    from flink_runbooks.collect.ingest import _assemble_partition, line_patterns
+    from flink_runbooks.collect.scan import _assemble_partition, line_patterns
 
     import pyarrow as pa
 

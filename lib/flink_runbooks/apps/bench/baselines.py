@@ -12,7 +12,7 @@ import time
 from typing import Sequence
 
 from flink_runbooks.parse import layouts
-from flink_runbooks.collect.ingest import line_patterns
+from flink_runbooks.collect.scan import line_patterns
 from flink_runbooks.parse.records import RecordAssembler
 
 _CLASS_ESCAPES = {"d": "0-9", "w": "[:alnum:]_", "s": "[:space:]"}

@@ -1,0 +1,294 @@
+"""Listing an incident's inputs: files, directories, globs and Hadoop URIs sorted into logs, Flink config files
+and skipped files, each bad file (unreadable, broken gzip, a link out of the input) named in a warning.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterable
+from flink_runbooks.parse.redact import redact_text
+
+
+LOG_NAME = re.compile(r"(?i)(\.(log|out|err|txt|json|jsonl|ndjson)(\.\d+)?|\.log\.\d{4}-\d{2}-\d{2}[\w.-]*|\.\d+)(\.gz)?$|^[^.]+$")
+CONFIG_NAMES = ("flink-conf.yaml", "flink-conf.yml", "config.yaml", "config.yml")
+# An example incident's own description of what it should diagnose: reading it as a log would be cheating.
+METADATA_NAMES = ("expected.json",)
+
+
+class InputError(Exception):
+    """Bad input that stops ingestion (missing path, nothing to read); the message is one line for the user."""
+
+
+@dataclass
+class ListedInputs:
+    logs: list[tuple[str, int]] = field(default_factory=list)  # (uri, size)
+    configs: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # one per file that cannot be read, named
+
+
+
+# ------------------------------------------------------------------------------------------------ listing
+
+def _to_uri(path: str) -> str:
+    if re.match(r"^[a-zA-Z][\w+.-]*://", path) or path.startswith("file:"):
+        return path
+    return "file://" + os.path.abspath(os.path.expanduser(path))
+
+
+def _display(uri: str) -> str:
+    """Paths as the user knows them: local files without the ``file:`` scheme, credentials in a URL masked."""
+    if uri.startswith("file://"):
+        return uri[len("file://"):]
+    if uri.startswith("file:"):
+        return uri[len("file:"):]
+    return redact_text(uri) or uri
+
+
+def _is_remote(raw: str) -> bool:
+    return bool(re.match(r"^[a-zA-Z][\w+.-]*:", raw)) and not raw.startswith("file:")
+
+
+def _local(raw: str) -> str:
+    return os.path.expanduser(re.sub(r"^file:(//)?", "", raw))
+
+
+def _local_matches(raw: str) -> list[str]:
+    """An existing path is taken literally, even when its name holds glob characters; otherwise it is a glob."""
+    import glob
+
+    local = _local(raw)
+    if os.path.lexists(local):
+        return [local]
+    if any(c in local for c in "*?["):
+        return sorted(glob.glob(local))
+    return []
+
+
+def check_local_paths(paths: Iterable[str]) -> None:
+    """Fail fast, before Spark starts, on local paths that do not exist (URIs are checked when listed)."""
+    for raw in paths:
+        if not _is_remote(raw) and not _local_matches(raw):
+            raise InputError(f"no such file or directory: {raw}")
+
+
+def list_inputs(spark, paths: Iterable[str]) -> ListedInputs:
+    """Expand files, directories (recursively), globs and Hadoop URIs.
+
+    Local paths are listed here (Python), Hadoop URIs with Hadoop's FileSystem API. A file reached twice (a link, an
+    input given twice) is read once; a link inside an input directory is followed only when it stays inside that
+    directory (a link given as an input itself is followed wherever it leads).
+    """
+    listed = ListedInputs()
+    seen: set[str] = set()
+    jvm = getattr(spark, "_jvm", None)
+    for raw in paths:
+        if not _is_remote(raw):
+            _list_local(raw, listed, seen)
+        elif jvm is None:
+            raise InputError(f"cannot list {_display(raw)} through Spark Connect: give a local path or a file: URI")
+        else:
+            _list_hadoop(spark, raw, listed)
+    return listed
+
+
+def _list_hadoop(spark, raw: str, listed: ListedInputs) -> None:
+    jvm = spark._jvm
+    try:
+        hpath = jvm.org.apache.hadoop.fs.Path(raw)
+        fs = hpath.getFileSystem(spark._jsc.hadoopConfiguration())
+        statuses = fs.globStatus(hpath)
+        if statuses is None or len(statuses) == 0:
+            raise InputError(f"no such file or directory: {_display(raw)}")
+        for st in statuses:
+            if st.isDirectory():
+                it = fs.listFiles(st.getPath(), True)
+                found = []
+                while it.hasNext():
+                    f = it.next()
+                    found.append((str(f.getPath().toString()), f.getLen()))
+                # The file system's own order differs between file systems; sorted, every mode lists alike.
+                for uri, size in sorted(found):
+                    _classify(uri, size, listed, explicit=False)
+                if not found:
+                    listed.skipped.append(_display(str(st.getPath().toString())) + "/ (empty directory)")
+            else:
+                _classify(str(st.getPath().toString()), st.getLen(), listed, explicit=True)
+    except InputError:
+        raise
+    except Exception as exc:  # Py4JJavaError: unreachable name node, unknown scheme, missing bucket, no permission
+        raise InputError(f"cannot read {_display(raw)}: {_java_reason(exc)}") from None
+
+
+def _java_reason(exc: Exception) -> str:
+    """The first line of a Java exception's message, without the stack trace."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return redact_text(first)[:300]
+
+
+def _list_local(raw: str, listed: ListedInputs, seen: set[str] | None = None) -> None:
+    """Local paths and ``file:`` URIs: links followed inside the input tree only, every real file listed once."""
+    seen = set() if seen is None else seen
+    matches = _local_matches(raw)
+    if not matches:
+        raise InputError(f"no such file or directory: {raw}")
+    for m in matches:
+        if os.path.isdir(m):
+            _walk(m, listed, seen)
+        elif os.path.lexists(m) and not os.path.exists(m):
+            listed.warnings.append(f"{m} is a broken link; skipped")
+        else:
+            _add_local_file(m, listed, seen, explicit=True)
+
+
+def _walk(top: str, listed: ListedInputs, seen: set[str]) -> None:
+    tree = os.path.realpath(top)
+    if tree in seen:
+        return
+    seen.add(tree)
+    stack = [top]
+    while stack:
+        current = stack.pop()
+        try:
+            entries = sorted(os.scandir(current), key=lambda e: e.name, reverse=True)
+        except OSError as exc:
+            listed.warnings.append(f"{current} cannot be listed ({exc.strerror or exc}); skipped")
+            continue
+        subdirs = []
+        for entry in reversed(entries):
+            path = entry.path
+            if entry.name.startswith((".", "_")):
+                continue
+            if entry.is_symlink():
+                real = os.path.realpath(path)
+                if not os.path.exists(real):
+                    listed.warnings.append(f"{path} is a broken link; skipped")
+                    continue
+                if real != tree and not real.startswith(tree + os.sep):
+                    listed.warnings.append(f"{path} links to {real}, outside {top}; not followed "
+                                           f"(give the target as an input to read it)")
+                    continue
+            if entry.is_dir():
+                real = os.path.realpath(path)
+                if real in seen:
+                    continue  # a link loop or a second way into a directory already read
+                seen.add(real)
+                subdirs.append(path)
+            else:
+                _add_local_file(path, listed, seen, explicit=False)
+        stack.extend(reversed(subdirs))
+
+
+def _add_local_file(path: str, listed: ListedInputs, seen: set[str], explicit: bool) -> None:
+    import stat as _stat
+
+    real = os.path.realpath(path)
+    if real in seen:
+        return
+    seen.add(real)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        listed.warnings.append(f"{path} cannot be read ({exc.strerror or exc}); skipped")
+        return
+    if not _stat.S_ISREG(st.st_mode):
+        if explicit or LOG_NAME.search(os.path.basename(path)) or os.path.basename(path).lower() in CONFIG_NAMES:
+            listed.warnings.append(f"{path} is not a regular file (a pipe, socket or device); skipped")
+        return
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+    except OSError as exc:
+        listed.warnings.append(f"{path} cannot be read ({exc.strerror or exc}); skipped")
+        return
+    uri = "file://" + os.path.abspath(path)
+    if path.lower().endswith(".gz") and (explicit or LOG_NAME.search(os.path.basename(path))):
+        problem = gzip_problem(path, head)
+        if problem:
+            listed.warnings.append(f"{path} {problem}; skipped")
+            return
+    _classify(uri, st.st_size, listed, explicit=explicit)
+
+
+# A gzipped log decompresses to 5-20 times its size; far beyond that it is a decompression bomb, not a log.
+GZIP_MAX_RATIO = 200
+GZIP_MAX_LINE_BYTES = 64 << 20
+
+
+def gzip_problem(path: str, head: bytes | None = None) -> str | None:
+    """Why a ``.gz`` file cannot be read as a log (not gzip, truncated, corrupt, a bomb, a line too long), or None.
+
+    Reading it through once here costs about a second per 300 MB decompressed and saves the scan from a Java error
+    (truncated or corrupt data) or a heap exhausted by a single endless line."""
+    import zlib
+
+    if head is None:
+        with open(path, "rb") as fh:
+            head = fh.read(2)
+    if head != b"\x1f\x8b":
+        return "is named .gz but is not gzip-compressed"
+    size = max(os.path.getsize(path), 1)
+    out_total, line = 0, 0
+    try:
+        with open(path, "rb") as fh:
+            d = zlib.decompressobj(zlib.MAX_WBITS | 16)
+            while True:
+                chunk = fh.read(1 << 20)
+                if not chunk:
+                    break
+                while chunk:
+                    data = d.decompress(chunk, 8 << 20)
+                    chunk = d.unconsumed_tail
+                    out_total += len(data)
+                    nl = data.rfind(b"\n")
+                    line = line + len(data) if nl < 0 else len(data) - nl - 1
+                    if out_total > (64 << 20) and out_total > GZIP_MAX_RATIO * size:
+                        return (f"decompresses to more than {GZIP_MAX_RATIO} times its size "
+                                f"(a decompression bomb, not a log)")
+                    if line > GZIP_MAX_LINE_BYTES:
+                        return f"holds a line longer than {GZIP_MAX_LINE_BYTES >> 20} MiB once decompressed"
+                    if d.eof and d.unused_data:
+                        # concatenated gzip members, as logrotate may leave them
+                        chunk, d = d.unused_data + chunk, zlib.decompressobj(zlib.MAX_WBITS | 16)
+            if not d.eof:
+                return "is truncated (the gzip stream ends early)"
+    except zlib.error as exc:
+        return f"is corrupt ({exc})"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    return None
+
+
+def _classify(uri: str, size: int, listed: ListedInputs, explicit: bool) -> None:
+    name = uri.rsplit("/", 1)[-1]
+    if name.startswith(".") or name.startswith("_"):
+        return
+    if name.lower() in METADATA_NAMES and not explicit:
+        listed.skipped.append(_display(uri))
+    elif name.lower() in CONFIG_NAMES:
+        listed.configs.append(uri)
+    elif explicit or LOG_NAME.search(name):
+        listed.logs.append((uri, size))
+    else:
+        listed.skipped.append(_display(uri))
+
+
+
+def _norm_uri(uri: str) -> str:
+    # Spark reports local files as file:/path; Hadoop listing may say file:///path.
+    return re.sub(r"^file:/+", "file:/", uri)
+
+
+def _from_spark(uri: str) -> str:
+    """A file name as Spark reports it (a percent-encoded URI: ``a%20b.log``) in the listing's spelling."""
+    from urllib.parse import unquote
+
+    return _norm_uri(unquote(uri))
+
+
+def _for_spark(uri: str) -> str:
+    """A listed file for Spark's reader, which expands glob characters: they are escaped, the name is literal."""
+    return re.sub(r"([{}\[\]*?\\])", r"\\\1", uri)

@@ -1,0 +1,313 @@
+"""The scan: the pre-filter every worker evaluates and the Spark pass that turns the lines of each file block into
+records and per-block statistics (one pass over the bytes, no shuffle).
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import json
+from typing import Sequence
+from flink_runbooks.parse import layouts
+from flink_runbooks.collect.listing import _for_spark
+
+MAX_LINE_CHARS = 4096  # longer kept lines are cut
+# A line that is a whole JSON record (a JSON logging layout, a JSON-escaped trace pasted from a ticket) holds a
+# stack trace in one line, so it keeps up to this much.
+MAX_RECORD_LINE_CHARS = 64 * 1024
+
+
+def line_limit(text: str) -> int:
+    """How much of a kept line the records read (the Spark projection cuts the same way, see :func:`_cut_lines`)."""
+    return MAX_RECORD_LINE_CHARS if text[:1] == "{" else MAX_LINE_CHARS
+
+
+def _cut_lines(text, value):
+    """Spark column: ``text`` cut before it reaches a worker, judged on the raw line ``value``. Lines beyond a few
+    kilobytes (a binary file has few line breaks) are cut so no single line can swamp a worker; JSON records keep
+    :data:`MAX_RECORD_LINE_CHARS`."""
+    from pyspark.sql import functions as F
+
+    return (F.when(value.startswith("{"), F.when(F.octet_length(value) > MAX_RECORD_LINE_CHARS,
+                                                 F.substring(text, 1, MAX_RECORD_LINE_CHARS)).otherwise(text))
+            .when(F.octet_length(value) > 4 * MAX_LINE_CHARS, F.substring(text, 1, MAX_LINE_CHARS))
+            .otherwise(text))
+# Characters that make a line binary when they are more than 30 % of it: replacement characters and C0 controls
+# other than tab, line feed, form feed and carriage return.
+BINARY_CHARS_JAVA = "[\uFFFD\u0001-\u0008\u000B\u000E-\u001F]"
+
+# Lines every incident needs whatever the detectors are: version banner, configuration, checkpoint lifecycle
+# (the timeline), job and task state changes (episodes), TaskManager identity and memory layout.
+BASE_SIGNATURES = (
+    r"Starting \w+.* \(Version: ",
+    r"Loading (?:dynamic )?configuration property: ",
+    r"^\s*(?:dynamic_configs|jvm_params): ",
+    r"(?:INFO|\]) +- {4,}-D$",
+    r"(?:INFO|\]) +- {4,}[a-z][\w.-]+=",
+    r"Using (?:standard|legacy) YAML parser",
+    r"Final (?:TaskExecutor|Master|JobManager) Memory configuration",
+    r" - {2,}(?:Total (?:Process|Flink|JVM Heap|Off-heap|JVM Direct) Memory|Framework|Task|Managed|Network|JVM Metaspace|JVM Overhead|JVM Heap|Off-heap):",
+    r"(?:Consumer|Producer|AdminClient)Config values:",
+    r"Starting TaskManager with ResourceID: ",
+    r"Triggering (?:checkpoint|savepoint) \d+",
+    r"Completed checkpoint \d+",
+    r"Checkpoint \d+ of job \w+ expired",
+    r"Decline checkpoint \d+",
+    r"Failed to trigger (?:or complete )?checkpoint",
+    r"switched from state \w+ to \w+",
+    r"switched from \w+ to (?:FAILED|CANCELING|CANCELED)",
+    r"Trying to recover from a global failure",
+    r"Restoring job \w+ from",
+)
+_WARN_OR_WORSE = r"(?:^|[\s\]\"])(?:WARN|WARNING|ERROR|FATAL|SEVERE)[\s\"]"
+_DIST_JAR_JAVA = r"flink-dist(?:_2\.1[0-9])?-(\d+\.\d+(?:\.\d+)?(?:-[\w.]+)?)\.jar"
+
+
+# ------------------------------------------------------------------------------------------------ pre-filter
+
+def prefilter(detectors: Sequence | None = None) -> tuple[str, str]:
+    """The union of every detector's line signatures and frame signatures, as two regexes."""
+    if detectors is None:
+        from flink_runbooks.detectors import all_detectors
+
+        detectors = all_detectors()
+    lines = list(BASE_SIGNATURES)
+    frames: list[str] = []
+    for d in detectors:
+        lines.extend(d.signatures)
+        frames.extend(d.frames)
+    union = "|".join(f"(?:{s})" for s in dict.fromkeys(lines))
+    frame_union = r"^(?:" + layouts.PREFIX + r")?\s*at .*(?:" + "|".join(f"(?:{s})" for s in dict.fromkeys(frames)) + ")" if frames else r"(?!)"
+    return union, frame_union
+
+
+def line_patterns(detectors: Sequence | None = None) -> dict[str, str]:
+    """What the workers evaluate on every line, in RE2 syntax: whether it starts a record, whether its first 160
+    characters show WARN or worse, and whether it is worth keeping in any case (a signature, part of an exception, a
+    config dump or a frame some detector asked for; the last three are anchored at continuation-line starts that a
+    record header never has)."""
+    signatures, frames = prefilter(detectors)
+    kept = "|".join(f"(?:{p})" for p in (signatures, layouts.EXCEPTION_LINE_JAVA, layouts.CONFIG_LINE_JAVA, frames))
+    return {"header": layouts.re2(layouts.HEADER_JAVA), "warn": _WARN_OR_WORSE, "kept": layouts.re2(kept)}
+
+
+
+# ------------------------------------------------------------------------------------------------ the Spark pass
+
+_RECORD_SCHEMA = (
+    "kind string, file string, block long, line_index long, ts string, level string, logger string, "
+    "thread string, message string, layout string, "
+    "chain array<struct<cls:string,message:string,kind:string>>, frames array<string>, body array<string>, "
+    "truncated boolean, lines long, headers long, exception_lines long, binary_lines long, invalid_lines long, "
+    "layouts string, dist_versions string"
+)
+
+
+def _line_masks(texts, patterns: dict[str, str], bounds: list[int] | None = None):
+    """Which lines of an Arrow batch start a record and which are kept. RE2 is linear in the line length whatever
+    the number of signatures; Java's backtracking alternation tries every signature at every position."""
+    import pyarrow.compute as pc
+
+    def match(array, pattern):
+        return pc.match_substring_regex(array, pattern).to_numpy(zero_copy_only=False)
+
+    header = match(texts, patterns["header"])
+    warn = match(pc.utf8_slice_codeunits(texts, 0, 160), patterns["warn"])
+    kept = (header & warn) | match(texts, patterns["kept"])
+    if bounds is None:
+        return header, layouts.widen_kept(texts, header, kept)
+    # Widening looks at neighbouring lines and at the block as a whole: never across two files of one batch.
+    widened = kept.copy()
+    for lo, hi in zip(bounds, bounds[1:]):
+        if hi > lo:
+            widened[lo:hi] = layouts.widen_kept(texts.slice(lo, hi - lo), header[lo:hi], kept[lo:hi])
+    return header, widened
+
+
+def _assemble_partition(batches, patterns: dict[str, str]):
+    """mapInArrow body: the lines of one file block in order -> records + one statistics row per block.
+
+    Only kept lines become Python strings. A header line that is not kept still ends the record before it, so
+    between two kept lines the assembler is told whether any header went by.
+    """
+    import numpy as np
+    import pyarrow as pa
+
+    from flink_runbooks.parse.records import RecordAssembler, parse_exception_line
+
+    names = [f.split(" ")[0] for f in _RECORD_SCHEMA.split(", ") if " " in f]
+    state = {"file": None, "block": None, "asm": RecordAssembler(), "index": 0, "lines": 0, "headers": 0,
+             "exc": 0, "binary": 0, "invalid": 0, "layouts": collections.Counter(), "dist": collections.Counter(),
+             "header_pending": False}
+    out: list[dict] = []
+
+    def emit(rec) -> None:
+        if rec is None:
+            return
+        out.append({"kind": "record", "file": state["file"], "block": state["block"], "line_index": rec.line_index,
+                    "ts": rec.ts, "level": rec.level, "logger": rec.logger, "thread": rec.thread,
+                    "message": rec.message, "layout": rec.layout, "chain": rec.chain, "frames": rec.frames,
+                    "body": rec.body, "truncated": rec.truncated})
+        if rec.layout:
+            state["layouts"][rec.layout] += 1
+
+    def close_block() -> None:
+        if state["file"] is None:
+            return
+        emit(state["asm"].close())
+        out.append({"kind": "stats", "file": state["file"], "block": state["block"], "lines": state["lines"],
+                    "headers": state["headers"], "exception_lines": state["exc"], "binary_lines": state["binary"],
+                    "invalid_lines": state["invalid"],
+                    "layouts": json.dumps(state["layouts"]), "dist_versions": json.dumps(state["dist"])})
+        state.update(asm=RecordAssembler(), index=0, lines=0, headers=0, exc=0, binary=0, invalid=0,
+                     layouts=collections.Counter(), dist=collections.Counter(), header_pending=False)
+
+    def flush_out():
+        rows = {n: [r.get(n) for r in out] for n in names}
+        out.clear()
+        return pa.RecordBatch.from_pydict(rows, schema=_arrow_schema())
+
+    def feed(texts, header, keep, binary, dist, invalid=None) -> None:
+        """Lines of one block (a slice of a batch) into the assembler."""
+        base = state["index"]
+        state["lines"] += len(texts)
+        state["binary"] += int(binary.sum())
+        state["invalid"] += int(invalid.sum()) if invalid is not None else 0
+        for version in dist.drop_null().to_pylist():
+            if version:
+                state["dist"][version] += 1
+        kept = np.flatnonzero(keep)
+        headers_before = np.cumsum(header)  # headers at or before each line
+        previous = -1
+        for position, text in zip(kept.tolist(), texts.take(kept).to_pylist()):
+            passed = headers_before[position - 1] - (headers_before[previous] if previous >= 0 else 0) if position else 0
+            if passed or (previous < 0 and state["header_pending"]):
+                emit(state["asm"].feed(base + position - 1, True, None))
+            text = text[:line_limit(text)]
+            is_header = bool(header[position])
+            # Exception lines only tell an excerpt from an unknown layout in a file without any record header.
+            if not state["headers"] and not is_header and parse_exception_line(
+                    layouts.strip_prefix(text).strip().removeprefix("Caused by: ")):
+                state["exc"] += 1
+            emit(state["asm"].feed(base + position, is_header, text))
+            previous = position
+        after = headers_before[-1] - (headers_before[previous] if previous >= 0 else 0) if len(texts) else 0
+        state["header_pending"] = bool(after) or (previous < 0 and state["header_pending"])
+        state["headers"] += int(header.sum())
+        state["index"] = base + len(texts)
+
+    for batch in batches:
+        texts = batch.column("text")
+        # A block starts at the rows that carry their file name (the first row of each partition, or of each file
+        # when small files share one).
+        files = batch.column("file")
+        starts = np.flatnonzero(files.is_valid().to_numpy(zero_copy_only=False)).tolist()
+        bounds = ([0] if not starts or starts[0] != 0 else []) + starts + [len(texts)]
+        header, keep = _line_masks(texts, patterns, bounds)
+        binary = batch.column("bin").to_numpy(zero_copy_only=False)
+        # lines that were not valid UTF-8 (read with replacement characters) but are text
+        invalid = batch.column("bad").to_numpy(zero_copy_only=False) if "bad" in batch.schema.names else None
+        blocks, dist = batch.column("block"), batch.column("dist")
+        for lo, hi in zip(bounds, bounds[1:]):
+            if lo == hi:
+                continue
+            if lo in starts:
+                close_block()
+                state["file"], state["block"] = files[lo].as_py(), blocks[lo].as_py()
+            feed(texts.slice(lo, hi - lo), header[lo:hi], keep[lo:hi], binary[lo:hi], dist.slice(lo, hi - lo),
+                 invalid[lo:hi] if invalid is not None else None)
+        if len(out) >= 5000:
+            yield flush_out()
+    close_block()
+    if out:
+        yield flush_out()
+
+
+def _arrow_schema():
+    import pyarrow as pa
+
+    link = pa.struct([("cls", pa.string()), ("message", pa.string()), ("kind", pa.string())])
+    return pa.schema([
+        ("kind", pa.string()), ("file", pa.string()), ("block", pa.int64()), ("line_index", pa.int64()),
+        ("ts", pa.string()), ("level", pa.string()), ("logger", pa.string()), ("thread", pa.string()),
+        ("message", pa.string()), ("layout", pa.string()), ("chain", pa.list_(link)),
+        ("frames", pa.list_(pa.string())), ("body", pa.list_(pa.string())), ("truncated", pa.bool_()),
+        ("lines", pa.int64()), ("headers", pa.int64()), ("exception_lines", pa.int64()),
+        ("binary_lines", pa.int64()), ("invalid_lines", pa.int64()), ("layouts", pa.string()),
+        ("dist_versions", pa.string()),
+    ])
+
+
+def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None, split_bytes: int | None = None):
+    """The Spark plan: read in the JVM, pre-filter and assemble records on the workers. Returns a DataFrame."""
+    from pyspark.sql import functions as F
+
+    from flink_runbooks.collect.spark import SPLIT_BYTES
+
+    for key in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes"):
+        spark.conf.set(key, str(split_bytes or SPLIT_BYTES))
+    patterns = line_patterns(detectors)
+    value = F.col("value")
+    df = spark.read.option("lineSep", "\n").text([_for_spark(u) for u in log_uris])
+    first_of_partition = (F.monotonically_increasing_id() % F.lit(1 << 33)) == 0
+    invalid = ~F.is_valid_utf8(value)
+    # Python decodes strictly: invalid bytes become U+FFFD before they leave the JVM. Lines beyond a few kilobytes
+    # (a binary file has few line breaks) are cut there so no single line can swamp a worker.
+    text = F.when(invalid, F.make_valid_utf8(value)).otherwise(value)
+    # Binary is a NUL byte or a line that is mostly replacement and control characters; a Latin-1 word in a UTF-8
+    # log is text read with a replacement character.
+    junk = F.length(text) - F.length(F.regexp_replace(text, BINARY_CHARS_JAVA, ""))
+    binary = value.contains("\u0000") | F.when(invalid, junk * 10 > F.length(text) * 3).otherwise(F.lit(False))
+    projected = df.select(
+        _cut_lines(text, value).alias("text"),
+        binary.alias("bin"),
+        (invalid & ~binary).alias("bad"),
+        F.when(first_of_partition, F.col("_metadata.file_path")).alias("file"),
+        F.when(first_of_partition, F.col("_metadata.file_block_start")).alias("block"),
+        F.when(value.contains("flink-dist"), F.make_valid_utf8(F.regexp_extract(value, _DIST_JAR_JAVA, 1))).alias("dist"),
+    )
+    return projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns), _RECORD_SCHEMA)
+
+
+# Files up to this size (on disk; a gzipped one counts eight times) are read whole, many to a partition: one
+# partition per file costs a task each (about 0.15 s), which thousands of rolled files turn into minutes.
+SMALL_FILE_BYTES = 1 << 20
+SMALL_FILE_OPEN_COST = 64 << 10
+
+
+def is_small_file(uri: str, size: int) -> bool:
+    return size * (8 if uri.lower().endswith(".gz") else 1) <= SMALL_FILE_BYTES
+
+
+def scan_small_files(spark, log_uris: Sequence[str], detectors: Sequence | None = None):
+    """Small files through the same workers as :func:`scan_logs`, read whole and many to a partition; each file's
+    lines are exploded in order and its first line carries its name, as a block start does in the line scan.
+    Returns the rows (this job needs its own file-packing settings)."""
+    from pyspark.sql import functions as F
+
+    from flink_runbooks.collect.spark import SPLIT_BYTES
+
+    spark.conf.set("spark.sql.files.maxPartitionBytes", str(SPLIT_BYTES))
+    spark.conf.set("spark.sql.files.openCostInBytes", str(SMALL_FILE_OPEN_COST))
+    try:
+        patterns = line_patterns(detectors)
+        whole = spark.read.text([_for_spark(u) for u in log_uris], wholetext=True)
+        # A final line break ends the last line, it does not start another (as the line reader counts).
+        lines = whole.select(F.col("_metadata.file_path").alias("path"),
+                             F.posexplode(F.split(F.regexp_replace("value", "\\n\\z", ""), "\\n", -1)))
+        value = F.col("col")
+        # Splitting decodes the text: invalid bytes are already U+FFFD here, so binary is judged on what they left.
+        junk = F.length(value) - F.length(F.regexp_replace(value, BINARY_CHARS_JAVA, ""))
+        binary = value.contains("\u0000") | (junk * 10 > F.length(value) * 3)
+        start = F.col("pos") == 0
+        projected = lines.select(
+            _cut_lines(value, value).alias("text"),
+            binary.alias("bin"),
+            (value.contains("\ufffd") & ~binary).alias("bad"),
+            F.when(start, F.col("path")).alias("file"),
+            F.when(start, F.lit(0).cast("long")).alias("block"),
+            F.when(value.contains("flink-dist"), F.regexp_extract(value, _DIST_JAR_JAVA, 1)).alias("dist"),
+        )
+        return projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns),
+                                    _RECORD_SCHEMA).toArrow().to_pylist()
+    finally:
+        spark.conf.set("spark.sql.files.openCostInBytes", str(SPLIT_BYTES))
