@@ -49,6 +49,7 @@ def test_workers_and_python_keep_the_same_lines(example_lines):
     assert not differing, differing[:5]
 
 
+@pytest.mark.slow  # grep -E over 10,000 lines with every signature: ~45 s
 def test_grep_patterns_select_the_lines_the_workers_keep(example_lines, tmp_path):
     sample = tmp_path / "lines.log"
     sample.write_text("\n".join(example_lines) + "\n", encoding="utf-8")

@@ -109,6 +109,7 @@ def test_a_crash_exits_four_with_one_line_not_one_like_findings(spark, capsys, m
         "flink-runbooks: internal error: RuntimeError: detector exploded (set FLINK_RUNBOOKS_DEBUG=1 for the traceback)"]
 
 
+@pytest.mark.slow  # starts a JVM in a fresh process
 def test_the_jvm_start_up_says_nothing_on_stderr(tmp_path):
     """Spark's launcher enables an incubating JDK module; the JVM's warning about it is not the user's business."""
     import subprocess

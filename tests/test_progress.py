@@ -7,6 +7,8 @@ import pty
 import subprocess
 import sys
 
+import pytest
+
 from conftest import example
 from flink_runbooks.collect.progress import scan_status
 
@@ -19,6 +21,7 @@ def _env(**extra):
     return {**os.environ, "FLINK_RUNBOOKS_LOCAL_LIMIT_BYTES": "0", **extra}
 
 
+@pytest.mark.slow  # starts a JVM in a fresh process
 def test_progress_goes_to_a_terminal_stderr_and_never_to_stdout():
     primary, secondary = pty.openpty()
     proc = subprocess.Popen(CLI, stdout=subprocess.PIPE, stderr=secondary, env=_env())
@@ -40,6 +43,7 @@ def test_progress_goes_to_a_terminal_stderr_and_never_to_stdout():
     assert stdout.lstrip().startswith(b"{") and b"listed" not in stdout
 
 
+@pytest.mark.slow  # starts a JVM in a fresh process
 def test_no_progress_when_stderr_is_not_a_terminal():
     proc = subprocess.run(CLI, capture_output=True, env=_env(), timeout=300)
     assert proc.returncode == 1
