@@ -93,13 +93,6 @@ def line_patterns(detectors: Sequence | None = None) -> dict[str, str]:
 
 # ------------------------------------------------------------------------------------------------ the Spark pass
 
-_RECORD_SCHEMA = (
-    "kind string, file string, block long, line_index long, ts string, level string, logger string, "
-    "thread string, message string, layout string, "
-    "chain array<struct<cls:string,message:string,kind:string>>, frames array<string>, body array<string>, "
-    "truncated boolean, lines long, headers long, exception_lines long, binary_lines long, invalid_lines long, "
-    "layouts string, dist_versions string"
-)
 
 
 def _line_masks(texts, patterns: dict[str, str], bounds: list[int] | None = None):
@@ -134,7 +127,7 @@ def _assemble_partition(batches, patterns: dict[str, str]):
 
     from flink_runbooks.parse.records import RecordAssembler, parse_exception_line
 
-    names = [f.split(" ")[0] for f in _RECORD_SCHEMA.split(", ") if " " in f]
+    names = _arrow_schema().names
     state = {"file": None, "block": None, "asm": RecordAssembler(), "index": 0, "lines": 0, "headers": 0,
              "exc": 0, "binary": 0, "invalid": 0, "layouts": collections.Counter(), "dist": collections.Counter(),
              "header_pending": False}
@@ -223,6 +216,8 @@ def _assemble_partition(batches, patterns: dict[str, str]):
 
 
 def _arrow_schema():
+    """What the scan hands back per file block: records and one statistics row (``kind``); the one definition of
+    that shape, for the workers (Arrow) and for Spark (:func:`_spark_schema`)."""
     import pyarrow as pa
 
     link = pa.struct([("cls", pa.string()), ("message", pa.string()), ("kind", pa.string())])
@@ -235,6 +230,12 @@ def _arrow_schema():
         ("binary_lines", pa.int64()), ("invalid_lines", pa.int64()), ("layouts", pa.string()),
         ("dist_versions", pa.string()),
     ])
+
+
+def _spark_schema():
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(_arrow_schema())
 
 
 def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None, split_bytes: int | None = None):
@@ -265,7 +266,7 @@ def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None,
         F.when(first_of_partition, F.col("_metadata.file_block_start")).alias("block"),
         F.when(value.contains("flink-dist"), F.make_valid_utf8(F.regexp_extract(value, _DIST_JAR_JAVA, 1))).alias("dist"),
     )
-    return projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns), _RECORD_SCHEMA)
+    return projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns), _spark_schema())
 
 
 # Files up to this size (on disk; a gzipped one counts eight times) are read whole, many to a partition: one
@@ -308,6 +309,6 @@ def scan_small_files(spark, log_uris: Sequence[str], detectors: Sequence | None 
             F.when(value.contains("flink-dist"), F.regexp_extract(value, _DIST_JAR_JAVA, 1)).alias("dist"),
         )
         return projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns),
-                                    _RECORD_SCHEMA).toArrow().to_pylist()
+                                    _spark_schema()).toArrow().to_pylist()
     finally:
         spark.conf.set("spark.sql.files.openCostInBytes", str(SPLIT_BYTES))
