@@ -22,7 +22,7 @@ import pytest
 from conftest import DATA, expected_incidents, incident_from_files
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.parse import layouts
-from flink_runbooks.parse.flink_messages import WORDINGS, qualify, recognise
+from flink_runbooks.parse.flink_messages import all_wordings, qualify, recognise
 from flink_runbooks.parse.records import parse_exception_line
 
 CONFIG_NAMES = ("flink-conf.yaml", "flink-conf.yml", "config.yaml", "config.yml")
@@ -226,7 +226,7 @@ def test_every_paste_shape_gives_the_same_primary(slug, name, path, expected, tm
 
 # ---------------------------------------------------------------------------------------------------- wordings
 
-@pytest.mark.parametrize("wording", WORDINGS, ids=lambda w: f"{w.runbook}:{w.versions}:{w.pattern[:30]}")
+@pytest.mark.parametrize("wording", all_wordings(), ids=lambda w: f"{w.runbook}:{w.versions}:{w.pattern[:30]}")
 def test_every_wording_matches_its_release_text_in_python_and_re2(wording):
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -237,7 +237,7 @@ def test_every_wording_matches_its_release_text_in_python_and_re2(wording):
     assert re.fullmatch(r"\d\.\d+ – (?:\d\.\d+|2\.x)", wording.versions), wording.versions
 
 
-@pytest.mark.parametrize("wording", WORDINGS, ids=lambda w: f"{w.runbook}:{w.versions}:{w.pattern[:30]}")
+@pytest.mark.parametrize("wording", all_wordings(), ids=lambda w: f"{w.runbook}:{w.versions}:{w.pattern[:30]}")
 def test_every_wording_pasted_alone_names_its_runbook(wording, tmp_path):
     primary = run_detectors(incident_from_files(tmp_path, {"ticket.txt": wording.example + "\n"})).primary
     assert primary is not None and primary.runbook == wording.runbook, primary and primary.runbook

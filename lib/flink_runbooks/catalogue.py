@@ -20,9 +20,13 @@ PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 CATEGORIES = (
     ("checkpointing", "Checkpointing"),
     ("state-backends", "State backends"),
+    ("state-restore", "State and restore"),
     ("memory", "Memory"),
     ("cluster", "Cluster and resources"),
+    ("coordination", "High availability and RPC"),
     ("connectors", "Connectors"),
+    ("dependencies", "Dependencies and configuration"),
+    ("job-code", "The job's own code"),
     ("failures", "Failures outside the catalogue"),
 )
 

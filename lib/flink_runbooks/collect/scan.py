@@ -74,6 +74,7 @@ def prefilter(detectors: Sequence | None = None) -> tuple[str, str]:
     frames: list[str] = []
     for d in detectors:
         lines.extend(d.signatures)
+        lines.extend(w.pattern for w in d.wordings)
         frames.extend(d.frames)
     union = "|".join(f"(?:{s})" for s in dict.fromkeys(lines))
     frame_union = r"^(?:" + layouts.PREFIX + r")?\s*at .*(?:" + "|".join(f"(?:{s})" for s in dict.fromkeys(frames)) + ")" if frames else r"(?!)"

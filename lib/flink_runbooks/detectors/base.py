@@ -6,6 +6,7 @@ from typing import ClassVar, Iterable
 
 from flink_runbooks.model import Event, Evidence, Finding, Incident, Patch, RootCause, earliest_ts
 from flink_runbooks.parse import keys
+from flink_runbooks.parse.flink_messages import Wording
 
 
 # The whole exception chain of an evidence record (message and every "Caused by", not the frames): the deepest cause
@@ -24,13 +25,16 @@ class Detector:
 
     slug: ClassVar[str]
     title: ClassVar[str]
-    category: ClassVar[str]  # checkpointing | state-backends | memory | cluster | connectors
+    category: ClassVar[str]  # one of flink_runbooks.catalogue.CATEGORIES
     meaning: ClassVar[str]  # one line: what the exception means
     signatures: ClassVar[tuple[str, ...]] = ()  # line regexes (header or continuation lines)
     frames: ClassVar[tuple[str, ...]] = ()  # stack-frame regexes this detector needs to see
     root_causes: ClassVar[tuple[RootCause, ...]] = ()
     versions: ClassVar[str] = "1.x, 2.x"
     exception_classes: ClassVar[tuple[str, ...]] = ()  # the exception classes the runbook is about (for search)
+    # Flink's own wording of this failure per release range (parse.flink_messages): recognised in excerpts and in
+    # failures no judgement could decide, kept by the pre-filter, each tested against its example line.
+    wordings: ClassVar[tuple[Wording, ...]] = ()
     # 0: a root cause; 1: a wrapper that reports another fault (e.g. the tolerable-failure threshold);
     # 2: an umbrella outcome (e.g. restarts exhausted). The primary finding prefers the lowest layer.
     layer: ClassVar[int] = 0

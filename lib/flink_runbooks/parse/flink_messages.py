@@ -236,6 +236,33 @@ OTHER_CLASSES = {
     "RecordTooLargeException": "org.apache.kafka.common.errors.RecordTooLargeException",
     "ProducerFencedException": "org.apache.kafka.common.errors.ProducerFencedException",
     "InvalidPidMappingException": "org.apache.kafka.common.errors.InvalidPidMappingException",
+    "InvalidTxnStateException": "org.apache.kafka.common.errors.InvalidTxnStateException",
+    "InvalidProducerEpochException": "org.apache.kafka.common.errors.InvalidProducerEpochException",
+    "TransactionAbortedException": "org.apache.kafka.common.errors.TransactionAbortedException",
+    "OutOfOrderSequenceException": "org.apache.kafka.common.errors.OutOfOrderSequenceException",
+    "SaslAuthenticationException": "org.apache.kafka.common.errors.SaslAuthenticationException",
+    "SslAuthenticationException": "org.apache.kafka.common.errors.SslAuthenticationException",
+    "TopicAuthorizationException": "org.apache.kafka.common.errors.TopicAuthorizationException",
+    "GroupAuthorizationException": "org.apache.kafka.common.errors.GroupAuthorizationException",
+    "TransactionalIdAuthorizationException": "org.apache.kafka.common.errors.TransactionalIdAuthorizationException",
+    "UnknownTopicOrPartitionException": "org.apache.kafka.common.errors.UnknownTopicOrPartitionException",
+    "KafkaException": "org.apache.kafka.common.KafkaException",
+    "KryoException": "com.esotericsoftware.kryo.KryoException",
+    "InaccessibleObjectException": "java.lang.reflect.InaccessibleObjectException",
+    "NotSerializableException": "java.io.NotSerializableException",
+    "InvalidClassException": "java.io.InvalidClassException",
+    "NoSuchFieldError": "java.lang.NoSuchFieldError",
+    "LinkageError": "java.lang.LinkageError",
+    "ExceptionInInitializerError": "java.lang.ExceptionInInitializerError",
+    "UnsupportedClassVersionError": "java.lang.UnsupportedClassVersionError",
+    "AvroRuntimeException": "org.apache.avro.AvroRuntimeException",
+    "ValidationException": "org.apache.flink.table.api.ValidationException",
+    "TableException": "org.apache.flink.table.api.TableException",
+    "SqlParserException": "org.apache.flink.table.api.SqlParserException",
+    "AskTimeoutException": "akka.pattern.AskTimeoutException",
+    "OversizedPayloadException": "akka.remote.OversizedPayloadException",
+    "KeeperException": "org.apache.zookeeper.KeeperException",
+    "KubernetesClientException": "io.fabric8.kubernetes.client.KubernetesClientException",
 }
 KNOWN_CLASSES = {**FLINK_CLASSES, **OTHER_CLASSES}
 
@@ -378,8 +405,16 @@ WORDINGS: tuple[Wording, ...] = (
 )
 
 
+@functools.lru_cache(maxsize=1)
+def all_wordings() -> tuple[Wording, ...]:
+    """The wordings above and those the runbooks added since declare in their detectors (``Detector.wordings``)."""
+    from flink_runbooks.detectors import all_detectors
+
+    return WORDINGS + tuple(w for d in all_detectors() for w in d.wordings)
+
+
 def wordings_for(runbook: str) -> tuple[Wording, ...]:
-    return tuple(w for w in WORDINGS if w.runbook == runbook)
+    return tuple(w for w in all_wordings() if w.runbook == runbook)
 
 
 @functools.lru_cache(maxsize=None)
@@ -389,4 +424,4 @@ def _compiled(pattern: str) -> re.Pattern[str]:
 
 def recognise(text: str) -> list[Wording]:
     """The wordings ``text`` holds (several runbooks may recognise the same text)."""
-    return [w for w in WORDINGS if _compiled(w.pattern).search(text)]
+    return [w for w in all_wordings() if _compiled(w.pattern).search(text)]
