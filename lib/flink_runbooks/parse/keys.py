@@ -99,6 +99,9 @@ CONCEPTS: tuple[Concept, ...] = (
     _c("restart strategy", ("restart-strategy.type", V1_17), "restart-strategy"),
     _c("fixed-delay attempts", "restart-strategy.fixed-delay.attempts"),
     _c("rpc ask timeout", ("pekko.ask.timeout", V1_18), "akka.ask.timeout", default="10 s"),
+    _c("rpc frame size", ("pekko.framesize", V1_18), "akka.framesize", default="10485760b"),
+    _c("taskmanager registration timeout", "taskmanager.registration.timeout", "taskmanager.maxRegistrationDuration",
+       default="5 min"),
     _c("heartbeat interval", "heartbeat.interval", default="10 s"),
     _c("heartbeat timeout", "heartbeat.timeout", default="50 s"),
     # FLIP-49 (1.10) memory model; the legacy network keys were removed in 2.0
