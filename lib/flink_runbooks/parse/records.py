@@ -47,6 +47,10 @@ _CUT_NAME = re.compile(r"^(?:[a-z_$][\w$]*\.){2,}[\w$]+$")
 # What is left of a stack frame cut by a wrap: "java:753)", "(StreamTask.java:753) ~[flink-dist-1.20.3.jar:1.20.3]".
 _FRAME_TAIL = re.compile(r"^[\w$.<>/()-]*(?:\.(?:java|scala|kt)(?::\d+)?|Native Method|Unknown Source|:\d+)\)(?:\s*~?\[[^\]]*\]?)?$|^~?\[[^\]]*\.jar[^\]]*\]$")
 _WRAPPERS = ("org.apache.flink.util.SerializedThrowable",)
+# A whole stack frame printed without "at" (Task's "stuck in method:" dump): a module or class-loader prefix, a
+# qualified class, a method and its place.
+_BARE_FRAME = re.compile(r"^(?:[\w.-]+@[\w.-]+/|[\w.-]+//)?(?:[A-Za-z_$][\w$]*\.){2,}[\w$<>]+"
+                         r"\((?:[\w$]+\.(?:java|scala|kt):\d+|Native Method|Unknown Source)\)$")
 
 
 def first_word_did_not_fit(previous_length: int, line: str) -> bool:
@@ -248,6 +252,13 @@ class RecordAssembler:
             if self.current and len(self.current.frames) < MAX_FRAMES:
                 self.current.frames.append(line)
                 self._last = (index, "frame", length)
+            return None
+        if self.current and _BARE_FRAME.match(line):
+            # A thread's stack as Flink prints it for a task stuck while cancelled: frames without "at", each on its
+            # own line (read as frames, not as the wrapped rest of the line before).
+            if len(self.current.frames) < MAX_FRAMES:
+                self.current.frames.append("at " + line)
+            self._last = (index, "frame", length)
             return None
         if wrapped and self.current and self._join(last, line, tail, widest):
             self._last = (index, last[1], length)
