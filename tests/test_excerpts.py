@@ -196,22 +196,7 @@ def run_case(tmp_path: pathlib.Path, path: pathlib.Path, expected: dict, shapes)
 
 SHAPES = tuple(WHOLE_FILE) + EXCERPTS
 # Shapes that do not give the same answer yet, with why; they are reported in data/ACCURACY.md, not asserted.
-KNOWN_GAPS = {
-    ("checkpoint-declined-task-not-ready/restart-loop-1.8", "bare-chain"): "the runbook reads lines the cited records do not hold (timeline, other files, configuration)",
-    ("checkpoint-declined-task-not-ready/restart-loop-1.8", "json-escaped"): "a JSON record's trace that holds two failures one after the other keeps only the first (one record per line of the file)",
-    ("checkpoint-declined-task-not-ready/slow-restore-after-upgrade", "bare-chain"): "the excerpt holds only declined triggers, which a healthy job's start prints too: only their timeline tells them apart",
-    ("checkpoint-declined-task-not-ready/slow-restore-after-upgrade", "truncated"): "the excerpt holds only declined triggers, which a healthy job's start prints too: only their timeline tells them apart",
-    ("checkpoint-declined-task-not-ready/slow-restore-after-upgrade", "json-escaped"): "the excerpt holds only declined triggers, which a healthy job's start prints too: only their timeline tells them apart",
-    ("hdfs-datanode-failure/minreplication-disks-full-1.12", "bare-chain"): "the runbook reads lines the cited records do not hold (timeline, other files, configuration)",
-    ("hdfs-datanode-failure/replace-datanode-small-cluster-1.17", "no-timestamps"): "the judgement needs the order of events across files",
-    ("hdfs-datanode-failure/replace-datanode-small-cluster-1.17", "bare-chain"): "the runbook reads lines the cited records do not hold (timeline, other files, configuration)",
-    ("no-resource-available/parallelism-exceeds-slots", "no-timestamps"): "the runbook counts the TaskManagers registered before the failure by time stamp: without them none counts",
-    ("oom-metaspace/metaspace-too-small-sql-job", "json-escaped"): "a JSON-escaped trace longer than the 4096 characters ingestion keeps of one line: its evidence lies past the cut",
-    ("rocksdb-hardlink-not-supported/localdir-on-checkpoint-mount-v1.20", "json-escaped"): "a JSON-escaped trace longer than the 4096 characters ingestion keeps of one line: its evidence lies past the cut",
-    ("rocksdb-restore-corruption/local-state-corrupt-1.17", "truncated"): "the cut keeps the BackendBuildingException but not the RocksDB error under it that names the corruption",
-    ("rocksdb-restore-corruption/local-state-corrupt-1.17", "json-escaped"): "a JSON-escaped trace longer than the 4096 characters ingestion keeps of one line: its evidence lies past the cut",
-    ("unrecognised-failure/kafka-record-too-large-excerpt-1.15", "truncated"): "the cut keeps Flink's wrapper only: the connector's error under it, which names who threw it, is past the eighth line",
-}
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 
 @pytest.mark.parametrize("slug, name, path, expected", CASES, ids=[f"{c[0]}/{c[1]}" for c in CASES])

@@ -66,6 +66,29 @@ def test_second_top_level_exception_starts_a_new_record():
     assert [r.chain[0]["cls"] for r in recs] == ["java.lang.IllegalStateException", "java.lang.OutOfMemoryError"]
 
 
+def test_a_pasted_message_after_a_trace_is_the_next_record_with_its_own_message():
+    lines = ["Discarding checkpoint 42 of job 0a4f2b7c9d1e3f5a6b8c0d2e4f6a8b0c.",
+             "org.apache.flink.runtime.checkpoint.decline.CheckpointDeclineTaskNotReadyException: Task Source (3/3) was not running",
+             "\tat org.apache.flink.runtime.taskmanager.Task$1.run(Task.java:1166)",
+             "Source (1/3) (51e930268c63effa) switched from RUNNING to FAILED.",
+             "java.lang.Exception: Could not materialize checkpoint 42 for operator Source (1/3).",
+             "\tat org.apache.flink.streaming.runtime.tasks.StreamTask$AsyncCheckpointRunnable.run(StreamTask.java:884)"]
+    first, second = assemble(lines)
+    assert first.message.startswith("Discarding checkpoint 42") and first.chain[0]["message"] == "Task Source (3/3) was not running"
+    assert second.message.endswith("switched from RUNNING to FAILED.") and second.line_index == 3
+    assert second.chain[0]["message"] == "Could not materialize checkpoint 42 for operator Source (1/3)."
+
+
+def test_a_json_record_whose_trace_field_holds_two_records_gives_both():
+    trace = ("Discarding checkpoint 42 of job 0a4f2b7c9d1e3f5a6b8c0d2e4f6a8b0c.\\n"
+             "java.lang.IllegalStateException: first\\n\\tat a.B.c(B.java:1)\\n"
+             "Source (1/3) switched from RUNNING to FAILED.\\n"
+             "java.io.IOException: second\\n\\tat a.B.d(B.java:2)")
+    recs = assemble(['{"level": "ERROR", "stack_trace": "' + trace + '"}'])
+    assert [r.chain[0]["cls"] for r in recs] == ["java.lang.IllegalStateException", "java.io.IOException"]
+    assert recs[0].message.startswith("Discarding checkpoint 42") and recs[1].level == "ERROR"
+
+
 def test_kafka_config_dump_lines_become_the_body():
     lines = ["2024-01-01 00:00:00,000 INFO  org.apache.kafka.clients.consumer.ConsumerConfig [] - ConsumerConfig values: ",
              "\tallow.auto.create.topics = true", "\treconnect.backoff.ms = 50",

@@ -143,6 +143,8 @@ def _assemble_partition(batches, patterns: dict[str, str]):
                     "body": rec.body, "truncated": rec.truncated})
         if rec.layout:
             state["layouts"][rec.layout] += 1
+        for follower in rec.followers:
+            emit(follower)
 
     def close_block() -> None:
         if state["file"] is None:

@@ -72,6 +72,12 @@ class CheckpointDeclinedTaskNotReady(Detector):
                   "Several restart episodes whose first fault is something else; aborts between them and no "
                   "completed checkpoint.",
                   patches=("ops:fix the first fault",)),
+        RootCause("undetermined",
+                  "Triggers were aborted because tasks were not running, but the lines carry no time stamps: whether "
+                  "the aborts were the normal few seconds after a start or lasted cannot be told.",
+                  "A pasted excerpt with one or two aborts and no time stamps.",
+                  next_evidence="the JobManager log from the job's (re)start to its first completed checkpoint, with "
+                                "time stamps: how long the aborts lasted and which task states they named"),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -99,6 +105,9 @@ class CheckpointDeclinedTaskNotReady(Detector):
             cause, group, severity = "restart-loop", relevant, "warning"
         elif len(relevant) >= REPEATED:
             cause, group, severity = "tasks-restoring", relevant, "warning"
+        elif not any(ev.ts for ev in incident.events):
+            # A paste of the aborts alone: a healthy start prints them too, so say what is unknown, at low confidence.
+            cause, group, severity = "undetermined", relevant, "warning"
         else:
             return []
 
@@ -120,7 +129,8 @@ class CheckpointDeclinedTaskNotReady(Detector):
                                 history)
         return [self.finding(
             cause, summary, evidence,
-            confidence=0.85 if cause != "tasks-restoring" or task_failures or restore else 0.7,
+            confidence=(0.3 if cause == "undetermined"
+                        else 0.85 if cause != "tasks-restoring" or task_failures or restore else 0.7),
             patches=self._patches(incident, cause, relevant, restore),
             severity=severity,
             notes=notes,
@@ -170,6 +180,10 @@ class CheckpointDeclinedTaskNotReady(Detector):
             return head + (f"Why: {why}{longest} Each decline discarded the checkpoint while other tasks were still "
                            f"writing it, and {len(task_failures)} task(s) failed on that (up to 1.8 a checkpoint "
                            f"error fails the task): the job restarts, restores again, and loops.")
+        if cause == "undetermined":
+            return head + ("These lines carry no time stamps, so whether the aborts were the normal few seconds after "
+                           "a (re)start or went on while tasks stayed DEPLOYING or INITIALIZING (a slow restore) "
+                           "cannot be told.")
         completed = sum(a.outcome == "completed" for a in history)
         return head + (f"Why: {why}{longest} This is transient while state is restored and is not counted against "
                        f"tolerable-failed-checkpoints; {completed} checkpoint(s) completed in these logs.")

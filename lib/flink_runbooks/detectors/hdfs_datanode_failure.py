@@ -91,7 +91,10 @@ class HdfsDatanodeFailure(Detector):
         task_failed = (bool(sync) or any(f.failed_task for f in async_)
                        or any(TASK_FAILED.search(ev.message) or GLOBAL_FAILURE.search(ev.message)
                               for ev in trouble.events))
-        failed_over = task_failed or bool(covered) or (not trouble.checkpoint_ids and bool(threshold_after))
+        # Without time stamps (an excerpt, logs stripped of them) the threshold cannot be tied to checkpoint ids
+        # through the history; the threshold exceeded after the storage errors is then the failover itself.
+        failed_over = task_failed or bool(covered) or (bool(threshold_after)
+                                                       and (not trouble.checkpoint_ids or first_ts is None))
         in_checkpoints = bool(sync or async_ or trouble.checkpoint_ids
                               or any(FLUSH_CLOSE.search(ev.text) for ev in trouble.events))
         if not failed_over and self._rode_it_out(history, trouble, async_):

@@ -65,7 +65,8 @@ class NoResourceAvailable(Detector):
                   patches=("ops:free or add slots",)),
         RootCause("no-taskmanagers", "No TaskManager was registered at all, so no slot could be offered.",
                   "'registered TMs: 0' / 'Current resources: (none)' / no 'Registering TaskManager' line.",
-                  patches=("flink:jobmanager.adaptive-scheduler.resource-wait-timeout", "ops:bring TaskManagers up")),
+                  patches=("flink:jobmanager.adaptive-scheduler.resource-wait-timeout", "flink:slot.request.timeout",
+                           "ops:bring TaskManagers up")),
         RootCause("workers-not-provisioned", "The ResourceManager asked YARN/Kubernetes for TaskManagers that never "
                   "came up (quota, queue full, pods Pending, image or scheduling problems).",
                   "'Requesting new worker …' / 'Creating new TaskManager pod …' without a matching registration.",
@@ -229,7 +230,10 @@ def _capacity(incident: Incident, first: Event) -> dict:
         if parallelism:
             out["required_slots"] = max(parallelism)
     inv = cluster.inventory(incident)
-    registered = [tm for tm in inv.taskmanagers.values() if any(r and r <= (first.ts or "~") for r in tm.registered)]
+    # A registration without a time stamp (logs stripped of them) cannot be ordered: it counts, as the failure's
+    # own JobManager log shows it.
+    registered = [tm for tm in inv.taskmanagers.values()
+                  if any(not r or not first.ts or r <= first.ts for r in tm.registered)]
     lost = [tm for tm in registered if any(not l.orderly and (l.ts or "") <= (first.ts or "~") for l in tm.losses)]
     if "cluster_taskmanagers" not in out and (registered or _jobmanager_log_from_start(incident)):
         out["cluster_taskmanagers"] = len(registered) - len(lost)

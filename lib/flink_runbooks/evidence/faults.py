@@ -122,8 +122,10 @@ def task_name(event: Event) -> str | None:
     return None
 
 
-def component(link: ChainLink | None, frames: list[str]) -> tuple[str | None, str]:
-    """Which component threw ``link``: its package first, then (for the JDK's generic exceptions) the frames."""
+def component(link: ChainLink | None, frames: list[str], thrown_at: str | None = None) -> tuple[str | None, str]:
+    """Which component threw ``link``: its package first, then (for the JDK's generic exceptions) the frames.
+    ``thrown_at`` is the frame that threw it, when the log keeps it (a Flink exception thrown by a connector's
+    class is the connector's)."""
     if link is None:
         return None, "no exception is logged with the failure"
     cls, msg = unshaded(link.cls), link.message or ""
@@ -138,6 +140,9 @@ def component(link: ChainLink | None, frames: list[str]) -> tuple[str | None, st
     if cls.startswith(ENVIRONMENT_PACKAGES) or (cls.startswith(("java.io.", "java.util.concurrent.Timeout"))
                                                and ENVIRONMENT_MESSAGE.search(msg)):
         return "the environment", f"{simple} ({msg[:80] or 'no message'}) comes from the network, storage or file system"
+    where = re.sub(r"\s+[~\[].*$", "", thrown_at.strip().removeprefix("at ")) if thrown_at else ""
+    if cls.startswith("org.apache.flink.") and where.startswith(CONNECTOR_PACKAGES):
+        return "a connector", f"{simple} was thrown by a connector ({where})"
     if cls.startswith("org.apache.flink."):
         return "Flink", f"{cls} is raised by Flink itself"
     if "." in cls and not is_framework(cls):
@@ -156,5 +161,7 @@ def component(link: ChainLink | None, frames: list[str]) -> tuple[str | None, st
 def read_fault(event: Event) -> Fault:
     link = deepest_cause(event)
     frames = user_frames(event)
-    comp, why = component(link, frames)
+    # The record's first frame is where its top-level exception was thrown; deeper causes' frames follow it.
+    top = event.chain[0] if event.chain else None
+    comp, why = component(link, frames, event.frames[0] if event.frames and link is top else None)
     return Fault(event, link, comp, why, task_name(event), frames)

@@ -142,6 +142,9 @@ class RawRecord:
     frames: list[str] = field(default_factory=list)
     body: list[str] = field(default_factory=list)
     truncated: bool = False
+    # Further records the same line held (a JSON record whose stack trace field holds two traces one after the
+    # other): emitted right after this one.
+    followers: list["RawRecord"] = field(default_factory=list)
 
     def add_exception(self, cls: str, message: str, kind: str) -> None:
         if len(self.chain) < MAX_CHAIN:
@@ -154,6 +157,9 @@ class RawRecord:
             last["message"] = (last["message"] + " " + text).strip()[:MAX_MESSAGE]
         elif len(self.body) < MAX_BODY:
             self.body.append(text)
+
+
+_CONFIG_ENTRY = re.compile(r"^[a-z][\w.-]*\s?=")
 
 
 class RecordAssembler:
@@ -279,15 +285,26 @@ class RecordAssembler:
             self._text, self._text_kind = line, "top"
             self._last = (index, "text", length)
             return None
+        done = None
+        if (self.current is not None and self.current.layout == "excerpt" and last
+                and (last[1] == "frame" or (last[1] == "header" and not self.current.chain))
+                and not _CONFIG_ENTRY.match(line)):
+            # In a pasted excerpt a message after a stack trace, or after another message it does not continue, is
+            # the next record's ("Job ... switched from RUNNING to FAILED." between two traces).
+            done = self._flush()
         rec = self.current or self._orphan(index)
         self.current = rec
-        if re.match(r"^[a-z][\w.-]*\s?=", line) or not rec.chain:
+        if rec.layout == "excerpt" and not rec.message and not rec.chain and not rec.body and not _CONFIG_ENTRY.match(line):
+            # The first line of a record pasted without its header columns is its message.
+            rec.message = line[:MAX_MESSAGE]
+            self._last = (index, "header", length)
+        elif _CONFIG_ENTRY.match(line) or not rec.chain:
             if len(rec.body) < MAX_BODY:
                 rec.body.append(line)
                 self._last = (index, "body", length)
         else:
             rec.append_text(line)
-        return None
+        return done
 
     def _exception(self, index: int, parsed: tuple[str, str], kind: str) -> RawRecord | None:
         self._text = None
@@ -308,6 +325,8 @@ class RecordAssembler:
         first = len(line.split(" ", 1)[0])
         sep = "" if self._prev_cut_token or (last[2] in WRAP_WIDTHS and last[2] >= widest and first >= 25
                                              and len(tail) + first > last[2]) else " "
+        if kind == "frame" and rec.frames and rec.frames[-1].endswith((")", "]")) and not line.startswith(("~[", "[")):
+            return False  # a complete frame: what follows is not its rest
         if kind == "frame" and rec.frames:
             # A frame has no space before its closing parenthesis: the cut fell inside a name.
             rec.frames[-1] = rec.frames[-1] + ("" if ")" not in rec.frames[-1] else " ") + line
@@ -329,11 +348,19 @@ class RecordAssembler:
             else:
                 rec.ts, rec.level, rec.logger, rec.thread = header.ts, header.level, header.logger, header.thread
                 rec.message, rec.layout = header.message, header.layout
-        elif kind == "header" and not rec.chain and not rec.body and not parse_exception_line(line) and not _CUT_NAME.match(line):
+        elif (kind == "header" and not rec.chain and not rec.body and not parse_exception_line(line)
+              and not _CUT_NAME.match(line) and not self._next_message(rec, last, line)):
             rec.message = (rec.message + sep + line)[:MAX_MESSAGE]
         else:
             return False
         return True
+
+    @staticmethod
+    def _next_message(rec: RawRecord, last: tuple[int, str, int], line: str) -> bool:
+        """In a pasted excerpt, a line after a finished sentence is the next message, unless its first word could
+        not have fitted on the line before (a tool wrapped it there)."""
+        return (rec.layout == "excerpt" and rec.message.endswith(".") and line[:1].isupper()
+                and not first_word_did_not_fit(last[2], line))
 
     def close(self) -> RawRecord | None:
         return self._flush()
@@ -358,10 +385,16 @@ class RecordAssembler:
             return RawRecord(line_index=index, message=text.strip(), layout="unknown")
         rec = RawRecord(index, header.ts, header.level, header.logger, header.thread, header.message, header.layout)
         if header.exception_text:
+            # The field is read as a paste: its own message lines and traces, one record each.
             sub = RecordAssembler()
-            sub.current = rec
-            for line in header.exception_text.splitlines():
-                sub.feed(index, False, line)
+            sub.current, rec.layout = rec, "excerpt"
+            done = [sub.feed(index, False, line) for line in header.exception_text.splitlines()] + [sub.close()]
+            rec.layout = header.layout
+            for other in done:
+                if other is not None and other is not rec:
+                    other.ts, other.level, other.logger, other.thread = rec.ts, rec.level, rec.logger, rec.thread
+                    other.layout = header.layout
+                    rec.followers.append(other)
         return rec
 
 
@@ -376,8 +409,8 @@ def assemble(lines: list[str], is_header=None, keep=None) -> list[RawRecord]:
         kept = keep(line) if keep else True
         done = asm.feed(i, hdr, line if kept else None)
         if done:
-            out.append(done)
+            out += [done, *done.followers]
     last = asm.close()
     if last:
-        out.append(last)
+        out += [last, *last.followers]
     return out
