@@ -86,9 +86,18 @@ def line_patterns(detectors: Sequence | None = None) -> dict[str, str]:
     characters show WARN or worse, and whether it is worth keeping in any case (a signature, part of an exception, a
     config dump or a frame some detector asked for; the last three are anchored at continuation-line starts that a
     record header never has)."""
+    if detectors is None:
+        from flink_runbooks.detectors import all_detectors
+
+        detectors = all_detectors()
+    return dict(_line_patterns(tuple(detectors)))
+
+
+@functools.lru_cache(maxsize=8)
+def _line_patterns(detectors: tuple) -> tuple[tuple[str, str], ...]:
     signatures, frames = prefilter(detectors)
     kept = "|".join(f"(?:{p})" for p in (signatures, layouts.EXCEPTION_LINE_JAVA, layouts.CONFIG_LINE_JAVA, frames))
-    return {"header": layouts.re2(layouts.HEADER_JAVA), "warn": _WARN_OR_WORSE, "kept": layouts.re2(kept)}
+    return (("header", layouts.re2(layouts.HEADER_JAVA)), ("warn", _WARN_OR_WORSE), ("kept", layouts.re2(kept)))
 
 
 

@@ -17,6 +17,7 @@ Supported layouts (a sample of each is in the docstring of :func:`parse_header` 
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass
@@ -110,6 +111,7 @@ class Header:
     exception_text: str | None = None  # JSON layouts carry the stack trace inside the record
 
 
+@functools.lru_cache(maxsize=256)
 def re2(pattern: str) -> str:
     """``pattern`` in RE2 syntax (Arrow's regex engine): without lookaheads, ``(?!)`` as a class that never matches.
 
