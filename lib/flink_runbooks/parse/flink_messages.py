@@ -2,7 +2,8 @@
 each one holds for, and the fully qualified names of the exception classes people paste without their package.
 
 Taken from each release's classes where a distribution is at hand (``javap -c -constants`` on ``flink-dist`` of the
-PyPI ``apache-flink`` 1.9.3 and ``apache-flink-libraries`` 1.20.3; the oldest on PyPI is 1.9.3), and for older
+PyPI ``apache-flink`` 1.9.3 and ``apache-flink-libraries`` 1.20.3, the literal parts re-checked in the
+constant pools of 1.17.2 and 2.3.0; the oldest on PyPI is 1.9.3), and for older
 releases from the wording their logs show (the ``versions`` of those say where the text was seen, not proven by a
 jar). Each :class:`Wording` carries an example line exactly as that release prints it; the tests
 match every pattern against its example, so a pattern and the text it is meant for cannot drift apart.
@@ -303,7 +304,7 @@ WORDINGS: tuple[Wording, ...] = (
             "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint was declined (tasks not ready)"),
     # -- checkpoint-sync-phase-failure
     Wording("checkpoint-sync-phase-failure", r"Could not complete snapshot \d+ for operator .+",
-            "1.3 – 1.10", "AbstractStreamOperator#snapshotState (\"Could not complete snapshot \" + checkpointId + \" for operator \" + getOperatorName() + '.')",
+            "1.3 – 2.x", "AbstractStreamOperator#snapshotState up to 1.10, StreamOperatorStateHandler#snapshotState since 1.11 (the CheckpointException's message; in 1.17.2 and 2.3.0 too)",
             "2019-03-21 09:14:02,551 INFO  org.apache.flink.streaming.api.operators.AbstractStreamOperator  - Could not complete snapshot 42 for operator Sink: kafka-out (3/4)."),
     Wording("checkpoint-sync-phase-failure", r"Could not perform checkpoint \d+ for operator .+",
             "1.4 – 2.x", "StreamTask#triggerCheckpointOnBarrier / performCheckpoint",
