@@ -41,7 +41,10 @@ def explained_away(findings: list[Finding]) -> list[Finding]:
     """Drop ``unrecognised-failure`` when a catalogued runbook reports a failure: that runbook explains it."""
     if any(f.runbook != UNRECOGNISED and f.severity == "failure" for f in findings):
         return [f for f in findings if f.runbook != UNRECOGNISED]
-    return findings
+    # A catalogued warning that names the very fault (e.g. a job's own exception it recovered from) explains it too.
+    named = {(e.file, e.line) for f in findings if f.runbook != UNRECOGNISED for e in f.evidence}
+    return [f for f in findings
+            if f.runbook != UNRECOGNISED or not f.evidence or (f.evidence[0].file, f.evidence[0].line) not in named]
 
 
 def _layer(finding: Finding) -> int:
