@@ -43,8 +43,8 @@ class SavepointStateUnmapped(Detector):
     category = "state-restore"
     meaning = ("The job was submitted from a checkpoint or savepoint that holds state of an operator the new program "
                "does not have, so the JobManager refused to start it: the operator's id changed or it was removed.")
-    exception_classes = ("java.lang.IllegalStateException",
-                         "org.apache.flink.runtime.client.JobInitializationException")
+    # JobInitializationException wraps any failure of a JobMaster's start: not evidence for this runbook alone.
+    exception_classes = ("java.lang.IllegalStateException",)
     versions = "1.3 – 2.x (same wording in 1.9.3, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)"
     signatures = (
         r"Cannot map checkpoint/savepoint state for operator [0-9a-f]{32} to the new program",
