@@ -125,3 +125,24 @@ def test_start_up_lines_about_hadoop_alone_are_not_a_failure():
 def test_an_excerpt_gives_the_runbook_at_lower_confidence():
     [f] = get_detector(SLUG).detect(incident_from_text(S3))
     assert f.root_cause.slug == "plugin-not-installed" and f.confidence < 0.9 and "excerpt" in f.summary
+
+
+def test_genuine_job_hadoop_calls_without_hadoop(spark):
+    inc = ingest([str(example(SLUG, "job-uses-hadoop-without-jars-1.20"))], spark)
+    primary = run_detectors(inc).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "job-uses-hadoop-without-jars")
+    assert primary.details["Hadoop on the classpath"] == "no"
+    assert any("No Hadoop Dependency available" in e.text for e in primary.evidence)
+    assert not any(f.runbook == "classloading-conflict" for f in run_detectors(inc).findings)
+
+
+def test_genuine_hadoop_without_hadoop_aws(spark):
+    inc = ingest([str(example(SLUG, "hadoop-connector-missing-2.3"))], spark)
+    diagnosis = run_detectors(inc)
+    primary = diagnosis.primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "hadoop-connector-missing")
+    assert primary.details["scheme"] == "s3a" and primary.details["Hadoop on the classpath"] == "yes"
+    assert "S3AFileSystem not found" in primary.evidence[0].text
+    assert {p.key for p in primary.patches} >= {"add the Hadoop connector for the scheme", "install the file system plugin"}
+    exhausted = next(f for f in diagnosis.findings if f.runbook == "restart-strategy-exhausted")
+    assert exhausted.details["recurring_fault_runbook"] == SLUG

@@ -447,7 +447,10 @@ def read_problem(ev: Event) -> ClassProblem | None:
         if MISSING.match(_java_lang(link.cls)):
             if NOT_INITIALISED.search(link.message):
                 return None  # a static initializer failed: the class is there
-            cls = link.message.strip().split()[0].replace("/", ".") if link.message.strip() else None
+            # "com/acme/Geo", "com.acme.Geo", or Hadoop's "Class com.acme.Geo not found"
+            named = re.match(r"Class (\S+) not found", link.message.strip())
+            cls = (named.group(1) if named else link.message.strip().split()[0]).replace("/", ".") \
+                if link.message.strip() else None
             return _unless_hadoop(ClassProblem("missing", ev, text, cls))
         if CHANGED.match(_java_lang(link.cls)):
             m = MEMBER_MODERN.search(link.message) or MEMBER_JAVA8.search(link.message.strip())

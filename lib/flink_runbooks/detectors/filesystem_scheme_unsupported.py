@@ -28,6 +28,11 @@ THROUGH_PLUGINS = re.compile(r"(?:directly supported by Flink|supported by Flink
 NOT_DIRECT = re.compile(r"The scheme is not directly supported by Flink")
 HADOOP_MISSING = re.compile(r"Hadoop is not in the classpath/dependencies|because Hadoop is not in the classpath")
 HADOOP_NO_FS = re.compile(r"No FileSystem for scheme:? \"?(?P<scheme>[\w.+-]+)\"?")
+# Hadoop's Configuration names the class a scheme maps to (fs.<scheme>.impl) when that class is absent.
+HADOOP_IMPL_MISSING = re.compile(r"Class (?P<cls>[\w.$]+FileSystem) not found")
+HADOOP_IMPL_SCHEMES = {"S3AFileSystem": "s3a", "GoogleHadoopFileSystem": "gs", "AzureBlobFileSystem": "abfs",
+                       "SecureAzureBlobFileSystem": "abfss", "NativeAzureFileSystem": "wasb",
+                       "AliyunOSSFileSystem": "oss", "CosNFileSystem": "cosn", "OBSFileSystem": "obs"}
 HADOOP_CLASS_MISSING = re.compile(r"(?:NoClassDefFoundError|ClassNotFoundException): (?P<cls>org[./]apache[./]hadoop[./][\w/.$]+)")
 
 # Flink's own map of schemes to plugins (FileSystem.DIRECTLY_SUPPORTED_FILESYSTEM, 1.13 – 2.x).
@@ -65,8 +70,9 @@ class FilesystemSchemeUnsupported(Detector):
         r"Could not find a file system implementation for scheme",
         r"UnsupportedFileSystemSchemeException|UnsupportedFileSystemException",
         r"No FileSystem for scheme",
+        r"[\w.]*ClassNotFoundException: Class [\w.$]+FileSystem not found",
         r"Hadoop File System abstraction does not support scheme",
-        r"NoClassDefFoundError: org/apache/hadoop/|ClassNotFoundException: org\.apache\.hadoop\.",
+        r"[\w.]*(?:NoClassDefFoundError: org/apache/hadoop/|ClassNotFoundException: org\.apache\.hadoop\.)",
         *dependencies.SIGNATURES,
     )
     wordings = (
@@ -117,7 +123,8 @@ class FilesystemSchemeUnsupported(Detector):
         RootCause("hadoop-connector-missing",
                   "Hadoop is on the classpath, but none of its jars implements the scheme (hadoop-aws for s3a, the "
                   "GCS connector for gs, hadoop-azure for abfs).",
-                  "Hadoop's 'No FileSystem for scheme' with Hadoop on the classpath.",
+                  "Hadoop's 'No FileSystem for scheme' or 'Class …FileSystem not found' (fs.<scheme>.impl) with "
+                  "Hadoop on the classpath.",
                   patches=("ops:add the Hadoop connector for the scheme", _INSTALL)),
         RootCause("undetermined",
                   "No file system for the scheme, but the logs do not tell which part is missing.",
@@ -218,8 +225,8 @@ class FilesystemSchemeUnsupported(Detector):
                     + (" (the process logged no Hadoop dependency at start-up)" if hadoop is False else "")
                     + ". Use Flink's FileSystem API with a plugin, or put Hadoop on the classpath.")
         if cause == "hadoop-connector-missing":
-            return (f"{head}: Hadoop is on the classpath but has no implementation for '{scheme}' (Hadoop's "
-                    f"'No FileSystem for scheme'): its connector jar (hadoop-aws for s3a, gcs-connector for gs, "
+            return (f"{head}: Hadoop is on the classpath but has no implementation for '{scheme}' "
+                    f"({reading['text'][:160]}): its connector jar (hadoop-aws for s3a, gcs-connector for gs, "
                     f"hadoop-azure for abfs) is missing"
                     + (f", or use Flink's own plugin {plugins[0]} through Flink's FileSystem API." if plugins else "."))
         return f"{head}, and the logs do not show which part is missing ({reading['text'][:200]})."
@@ -291,6 +298,11 @@ def _read(ev: Event) -> dict | None:
         m = HADOOP_NO_FS.search(text)
         if m:
             return {"kind": "hadoop-no-fs", "scheme": m["scheme"].lower(), "text": text}
+        m = HADOOP_IMPL_MISSING.search(text)
+        if m:
+            simple = m["cls"].rsplit(".", 1)[-1]
+            return {"kind": "hadoop-no-fs", "scheme": HADOOP_IMPL_SCHEMES.get(simple), "text": text,
+                    "impl": m["cls"]}
         m = HADOOP_CLASS_MISSING.search(text)
         if m:
             flink = any("org.apache.flink.runtime.fs.hdfs" in f for f in ev.frames)

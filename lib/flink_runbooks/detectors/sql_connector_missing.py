@@ -63,7 +63,9 @@ class SqlConnectorMissing(Detector):
     meaning = ("A table's 'connector' (or 'format') names a factory that is not on the classpath of the process "
                "that planned the statement: the connector's SQL jar is missing there, or the identifier is misspelled.")
     versions = "1.11 – 2.x (FactoryUtil and DynamicTableFactory since 1.11)"
-    exception_classes = ("org.apache.flink.table.api.ValidationException",)
+    # ValidationException is every planning error's class (unsupported options, unknown columns...): the runbook is
+    # about Flink's factory-discovery wording, not that class.
+    exception_classes = ()
     signatures = (
         r"Could not find any factory for identifier '[^']*' that implements",
         r"Available factory identifiers are:",
