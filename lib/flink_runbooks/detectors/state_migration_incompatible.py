@@ -166,8 +166,9 @@ class StateMigrationIncompatible(Detector):
             "snapshot": snapshot or "unknown",
             "failed_restores": attempts,
         }
-        if best.backend:
-            details["state_backend"] = best.backend
+        backend = best.backend or incident.config.get("state.backend.type")
+        if backend:
+            details["state_backend"] = backend
         evidence, notes, add = evidence_trail()
         if restored:
             add(restored[-1][0], "the job restores this snapshot")
