@@ -89,6 +89,7 @@ def test_a_state_migration_that_succeeds_is_no_finding():
     ("key-changed-hashmap-1.20.3", "key-type-changed", "the key serializer cannot read the snapshot's keys"),
     ("pojo-to-kryo-hashmap-1.20.3", "kryo-pojo-switch", "the snapshot's POJO serializer cannot instantiate the class"),
     ("state-type-changed-rocksdb-2.3.0", "state-type-changed", "a state's serializer cannot read the snapshot's values"),
+    ("state-type-changed-hashmap-1.17.2", "state-type-changed", "a state's serializer cannot read the snapshot's values"),
 ])
 def test_genuine_incidents(spark, name, cause, note):
     diagnosis = run_detectors(ingest([str(example(SLUG, name))], spark))
