@@ -1,0 +1,284 @@
+"""The JobManager lost its leadership (high availability): its jobs were suspended and recovered by the next leader.
+
+Causes told apart from the HA backend's own lines before the loss: the ZooKeeper session timed out or the connection was
+suspended (Curator SUSPENDED/LOST, "Client session timed out", often after a JobManager GC pause); Kubernetes API
+errors while renewing the ConfigMap lease (KubernetesClientException, 409/429, "Renew deadline reached"); two JobManagers
+acting as leader at once (grants in two processes without a revocation in between, fencing token mismatches).
+"""
+from __future__ import annotations
+
+import re
+
+from flink_runbooks.detectors.base import Detector
+from flink_runbooks.evidence import cluster
+from flink_runbooks.evidence import leadership as ha
+from flink_runbooks.evidence.episodes import is_excerpt
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.parse.timestamps import seconds_between
+from flink_runbooks.parse.units import parse_duration_ms
+
+SLUG = "jm-leadership-lost"
+_ZK_TIMEOUT = "high-availability.zookeeper.client.session-timeout"
+_ZK_TOLERATE = "high-availability.zookeeper.client.tolerate-suspended-connections"
+_K8S = "high-availability.kubernetes.leader-election."
+_BEFORE_S = 120  # HA backend trouble this long before the loss explains it
+
+
+class JmLeadershipLost(Detector):
+    slug = SLUG
+    title = "JobManager lost leadership (high availability)"
+    category = "coordination"
+    meaning = ("The JobManager's leader election (ZooKeeper or Kubernetes) revoked its leadership: its jobs were "
+               "suspended, TaskManagers dropped their slots for them, and the next leader recovered them from the "
+               "last checkpoint.")
+    versions = "1.5 – 2.x (ZooKeeper HA; Kubernetes HA since 1.12; one leader election per process since 1.15)"
+    exception_classes = ("org.apache.flink.runtime.rpc.exceptions.FencingTokenException",
+                         "org.apache.flink.kubernetes.shaded.io.fabric8.kubernetes.client.KubernetesClientException",
+                         "org.apache.flink.shaded.zookeeper3.org.apache.zookeeper.KeeperException$SessionExpiredException")
+    signatures = ha.SIGNATURES + cluster.GC_SIGNATURES
+    wordings = (
+        Wording(SLUG, r"JobManager for job [0-9a-f]{32} with leader id [0-9a-f]{32} lost leadership",
+                "1.5 – 2.x", "TaskExecutor$JobLeaderListenerImpl#jobManagerLostLeadership",
+                "JobManager for job 6f3c2a51d0e84b7a9c1d2e3f4a5b6c7d with leader id 8a1e9f2b3c4d5e6f7a8b9c0d1e2f3a4b lost leadership."),
+        Wording(SLUG, r"Job leader for job id [0-9a-f]{32} lost leadership",
+                "1.5 – 2.x", "TaskExecutor$JobLeaderListenerImpl (the exception that frees the job's slots)",
+                "java.lang.Exception: Job leader for job id 6f3c2a51d0e84b7a9c1d2e3f4a5b6c7d lost leadership."),
+        Wording(SLUG, r"for job [0-9a-f]{32} was revoked leadership with leader id [0-9a-f-]+",
+                "1.13 – 2.x", "JobMasterServiceLeadershipRunner#revokeLeadership",
+                "JobMasterServiceLeadershipRunner for job 6f3c2a51d0e84b7a9c1d2e3f4a5b6c7d was revoked leadership with "
+                "leader id 8a1e9f2b-3c4d-5e6f-7a8b-9c0d1e2f3a4b. Stopping current JobMasterServiceProcess."),
+        Wording(SLUG, r"Connection to ZooKeeper suspended, waiting for reconnection",
+                "1.13 – 2.x", "ZooKeeperLeaderElectionDriver / ZooKeeperLeaderRetrievalDriver (WARN)",
+                "Connection to ZooKeeper suspended, waiting for reconnection."),
+        Wording(SLUG, r"Connection to ZooKeeper lost\. (?:The contender|None of the contenders)",
+                "1.13 – 2.x", "ZooKeeper(MultipleComponent)LeaderElectionDriver (\"The contender no longer participates\" "
+                "up to 1.17, \"None of the contenders participates in the leader election anymore\" since 1.18)",
+                "Connection to ZooKeeper lost. None of the contenders participates in the leader election anymore."),
+        Wording(SLUG, r"Job [0-9a-f]{32} was not finished by JobManager",
+                "1.3 – 1.4", "the pre-FLIP-6 job client, as reported logs show it (no release jar checked)",
+                "org.apache.flink.runtime.client.JobExecutionException: Job 6f3c2a51d0e84b7a9c1d2e3f4a5b6c7d was not "
+                "finished by JobManager."),
+        Wording(SLUG, r"Job completed with illegal status: SUSPENDED",
+                "1.10 – 2.x", "JobResult#toJobExecutionResult (a client waiting for a job that was suspended)",
+                "org.apache.flink.runtime.client.JobExecutionException: Job completed with illegal status: SUSPENDED."),
+    )
+    root_causes = (
+        RootCause("zookeeper-session-timeout", "The JobManager's ZooKeeper connection was suspended and its session "
+                  "expired (or the suspension alone revoked the leadership): a long GC pause of the JobManager or a "
+                  "network problem to the ZooKeeper quorum.",
+                  "Curator 'State change: SUSPENDED'/'LOST', 'Connection to ZooKeeper suspended/lost', 'Client "
+                  "session timed out' before the revocation.",
+                  patches=("ops:find what paused the JobManager or cut it from ZooKeeper", f"flink:{_ZK_TIMEOUT}",
+                           f"flink:{_ZK_TOLERATE}", "flink:jobmanager.memory.process.size")),
+        RootCause("kubernetes-api-failure", "Renewing the leader ConfigMap lease failed against the Kubernetes API "
+                  "(errors, throttling, timeouts) until the renew deadline passed.",
+                  "KubernetesClientException / 'Exception occurred while renewing lock' / 'Renew deadline reached' / "
+                  "ConfigMap update failures (409, 429, 5xx) before the revocation.",
+                  patches=("ops:check the Kubernetes API server and the JobManager's access to it",
+                           f"flink:{_K8S}lease-duration", f"flink:{_K8S}renew-deadline", f"flink:{_K8S}retry-period")),
+        RootCause("two-leaders", "Two JobManagers acted as leader at the same time (split brain): one kept leading "
+                  "after another had been elected.",
+                  "Leadership granted in two JobManager processes with different leader ids and no revocation in "
+                  "between, or fencing token mismatches.",
+                  patches=("ops:stop the stale JobManager and keep one leader per cluster id",
+                           f"flink:{_ZK_TOLERATE}", "flink:high-availability.cluster-id")),
+        RootCause("undetermined", "The leadership was lost, but the logs at hand do not show the HA backend's side.",
+                  "A leadership loss without ZooKeeper connection states, Kubernetes API errors or a second leader "
+                  "in these logs (typically only a TaskManager's or a client's view).",
+                  patches=("ops:collect the JobManager log and the HA backend's view",),
+                  next_evidence="the JobManager's log for the minutes before the loss (Curator 'State change:' lines, "
+                                "'Connection to ZooKeeper …', KubernetesClientException), its GC log, and the ZooKeeper "
+                                "server logs or `kubectl get events` / API server metrics for that time."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        lead = ha.leadership(incident)
+        loss = lead.first_loss or (lead.lost[0] if lead.lost else None)
+        if loss is None:
+            return []  # a suspension that reconnected in time is not a lost leadership
+        window = [ev for ev in incident.events if _within(ev, loss)]
+        overlap = ha.overlapping_leaders(incident)
+        zk = [ev for ev in lead.suspended + lead.lost + lead.session_timeouts if ev in window or ev is loss]
+        k8s = [ev for ev in lead.k8s_failures if ev in window]
+        gc = [ev for ev in window if cluster.GC_PAUSE.search(ev.text) and _gc_seconds(ev) >= 1]
+        events: list[Event] = [loss]
+        notes = {0: "the leadership was lost here"}
+        details = {"leadership_losses": len(lead.losses), "suspended_jobs": len(lead.suspended_jobs),
+                   "zookeeper_suspended": len(lead.suspended), "zookeeper_lost": len(lead.lost),
+                   "kubernetes_api_failures": len(lead.k8s_failures)}
+        recovered = [ev for ev in lead.grants if (ev.ts or "") > (loss.ts or "~")]
+        if overlap or lead.fencing:
+            cause = "two-leaders"
+            summary, patches = self._two_leaders(incident, overlap, lead, events, notes, details)
+        elif zk:
+            cause = "zookeeper-session-timeout"
+            summary, patches = self._zookeeper(incident, zk, gc, lead, events, notes, details, loss)
+        elif k8s:
+            cause = "kubernetes-api-failure"
+            summary, patches = self._kubernetes(incident, k8s, events, notes, details)
+        else:
+            cause = "undetermined"
+            summary = ("The JobManager lost its leadership, but these logs do not show why: no ZooKeeper connection "
+                       "states, Kubernetes API errors or second leader before the loss.")
+            patches = [self.ops_patch(
+                "collect the JobManager log and the HA backend's view",
+                "The JobManager's log of the minutes before the loss shows the HA backend's connection states; its GC "
+                "log shows pauses; ZooKeeper's server log or the Kubernetes API server's events show the other side.",
+                snippet="grep -n -E 'State change:|Connection to ZooKeeper|KubernetesClientException|revoked' jobmanager.log\n"
+                        "kubectl get events --field-selector involvedObject.kind=ConfigMap")]
+        if lead.suspended_jobs:
+            events.append(lead.suspended_jobs[0])
+            notes[len(events) - 1] = "the job was suspended with the leadership"
+        if recovered:
+            details["leadership_regained_at"] = recovered[0].ts
+            summary += f" Leadership was granted again at {recovered[0].ts}; the jobs recover from their last checkpoint."
+        confidence = {"two-leaders": 0.8, "zookeeper-session-timeout": 0.85, "kubernetes-api-failure": 0.8,
+                      "undetermined": 0.4}[cause]
+        if is_excerpt(incident) and not lead.grants:
+            confidence = min(confidence, 0.5)
+            summary += " Unknown from this excerpt: the JobManager's own view of the HA backend."
+        return [self.finding(cause, summary, events, notes=notes, confidence=confidence, patches=patches,
+                             details=details)]
+
+    def _zookeeper(self, incident, zk, gc, lead, events, notes, details, loss):
+        first = zk[0]
+        events.append(first)
+        notes[len(events) - 1] = "the ZooKeeper connection was suspended before the loss"
+        lost = [ev for ev in zk if ha.ZK_LOST.search(ev.text)]
+        timeouts = [ev for ev in zk if ev in lead.session_timeouts]
+        if timeouts:
+            events.append(timeouts[0])
+            notes[len(events) - 1] = "the client had not heard from ZooKeeper for longer than the session allows"
+        if lost:
+            events.append(lost[0])
+            notes[len(events) - 1] = "the session expired: the leader's ephemeral node is gone"
+        if gc:
+            events.append(gc[0])
+            notes[len(events) - 1] = f"a {_gc_seconds(gc[0]):.1f} s GC pause of the JobManager"
+        silent = ha.ZK_SESSION_TIMEOUT.search(timeouts[0].text) if timeouts else None
+        unheard_ms = int(silent["ms"]) if silent else None
+        session_ms = parse_duration_ms(incident.config.get(_ZK_TIMEOUT)) or 60000
+        tolerate = (incident.config.get(_ZK_TOLERATE) or "false").lower() == "true"
+        details.update({"session_timeout": f"{session_ms} ms", "tolerate_suspended_connections": tolerate,
+                        "not_heard_from_zookeeper": f"{unheard_ms} ms" if unheard_ms else "not logged",
+                        "jobmanager_gc_pause": f"{_gc_seconds(gc[0]):.1f} s" if gc else "none in these logs"})
+        why = (f"the JobManager paused for {_gc_seconds(gc[0]):.0f} s (GC)" if gc else
+               "the JobManager or its network to ZooKeeper stalled (no GC pause in these logs)")
+        summary = ("The JobManager's ZooKeeper connection was suspended"
+                   + (f" and its session expired (nothing heard for {unheard_ms} ms, session timeout {session_ms} ms)"
+                      if lost else " and the suspension alone revoked its leadership")
+                   + f": {why}. Its leadership was revoked and its jobs suspended.")
+        patches = [self.ops_patch(
+            "find what paused the JobManager or cut it from ZooKeeper",
+            ("A stop-the-world pause longer than the session timeout expires the session whatever the network does: "
+             "give the JobManager heap headroom (or a pause-bounded collector) and look for what fills it."
+             if gc else "Check the JobManager's GC log and the network to the ZooKeeper quorum (ZooKeeper's server "
+                        "logs show the expired session and any quorum trouble) for that time."),
+            snippet="grep -n -E 'Pause|Full GC' jobmanager-gc.log\necho srvr | nc <zookeeper-host> 2181")]
+        if lost:
+            target = max(2 * session_ms, (unheard_ms or 0) * 3 // 2, 120000)
+            patches.append(self.flink_patch(
+                incident, _ZK_TIMEOUT, str(-(-target // 10000) * 10000),
+                "A longer session rides out pauses of this length; the ZooKeeper servers must allow it "
+                "(maxSessionTimeout, 20 × tickTime by default). A complement to removing the pause, not a cure."))
+        elif not tolerate:
+            patches.append(self.flink_patch(
+                incident, _ZK_TOLERATE, "true",
+                "The connection came back within the session, but a suspension alone revoked the leadership; "
+                "tolerating suspended connections keeps it until the session is actually lost."))
+        if gc:
+            heap = incident.config.get("jobmanager.memory.process.size")
+            if heap:
+                from flink_runbooks.parse.units import format_size, parse_memory_size
+                size = parse_memory_size(heap) or 0
+                patches.append(self.flink_patch(
+                    incident, "jobmanager.memory.process.size", format_size(max(2 * size, 2 << 30)),
+                    "More heap headroom shortens the JobManager's full collections."))
+        return summary, patches
+
+    def _kubernetes(self, incident, k8s, events, notes, details):
+        events.append(k8s[0])
+        notes[len(events) - 1] = "the Kubernetes API refused or failed the lease update"
+        statuses = sorted({f"{code} {reason}".strip() for ev in k8s for code, reason in ha.k8s_statuses(ev.text)})
+        deadline = next((ev for ev in k8s if ha.RENEW_DEADLINE.search(ev.text)), None)
+        if deadline is not None and deadline is not k8s[0]:
+            events.append(deadline)
+            notes[len(events) - 1] = "the renew deadline passed: the lease was given up"
+        details["kubernetes_statuses"] = statuses or "not logged"
+        lease = parse_duration_ms(incident.config.get(f"{_K8S}lease-duration")) or 15000
+        renew = parse_duration_ms(incident.config.get(f"{_K8S}renew-deadline")) or 15000
+        summary = (f"Renewing the leader ConfigMap lease failed against the Kubernetes API ({len(k8s)} failure(s)"
+                   + (f", statuses {', '.join(statuses)}" if statuses else "") + ") until the renew deadline of "
+                   f"{renew // 1000} s passed: the JobManager gave up its leadership and its jobs were suspended.")
+        patches = [self.ops_patch(
+            "check the Kubernetes API server and the JobManager's access to it",
+            "Look at the API server's latency and throttling (429, APF) and at other writers of the same ConfigMaps "
+            "(409 conflicts: a second deployment with the same cluster id, or an operator) at that time.",
+            snippet="kubectl get --raw /metrics | grep apiserver_flowcontrol_rejected_requests_total\n"
+                    "kubectl get configmaps -l configmap-type=high-availability -o wide")]
+        if renew < 60000:
+            patches.append(self.flink_patch(incident, f"{_K8S}lease-duration", "60 s",
+                                            "A longer lease lets a leader ride out a slow API server."))
+            patches.append(self.flink_patch(incident, f"{_K8S}renew-deadline", "60 s",
+                                            "Keep the renew deadline equal to the lease duration (at most)."))
+            patches.append(self.flink_patch(incident, f"{_K8S}retry-period", "5 s",
+                                            "Retry renewals well within the deadline."))
+        details["lease_duration"] = f"{lease // 1000} s"
+        return summary, patches
+
+    def _two_leaders(self, incident, overlap, lead, events, notes, details):
+        if overlap:
+            a, b = overlap[0]
+            events += [a, b]
+            notes[len(events) - 2] = f"leader id {ha.leader_of(a)} granted in {a.file.rsplit('/', 1)[-1]}"
+            notes[len(events) - 1] = (f"leader id {ha.leader_of(b)} granted in {b.file.rsplit('/', 1)[-1]} while the "
+                                      "first had not been revoked")
+        if lead.fencing:
+            events.append(lead.fencing[0])
+            notes[len(events) - 1] = "a call of one leader rejected because another leader's id is expected"
+        leaders = sorted({ha.leader_of(ev) for ev in lead.grants if ha.leader_of(ev)})
+        details["leader_ids"] = leaders[:6]
+        tolerate = (incident.config.get(_ZK_TOLERATE) or "false").lower() == "true"
+        summary = (f"Two JobManagers acted as leader at the same time ({len(leaders)} leader ids granted"
+                   + (", calls rejected for a leader id or fencing token that was no longer valid" if lead.fencing
+                      else "") + "): one kept leading after "
+                   "another had been elected, until its own leadership was revoked.")
+        patches = [self.ops_patch(
+            "stop the stale JobManager and keep one leader per cluster id",
+            "Make sure only one JobManager deployment uses this high-availability.cluster-id and storage path, and "
+            "that a JobManager cut off from the HA backend stops leading (it must not keep running jobs).",
+            snippet="grep -n -E 'granted leadership|revoked' jobmanager*.log")]
+        if tolerate:
+            patches.append(self.flink_patch(
+                incident, _ZK_TOLERATE, "false",
+                "With suspended connections tolerated, a JobManager cut off from ZooKeeper keeps its leadership until "
+                "its client declares the session lost, while the quorum has already elected another leader."))
+        return summary, patches
+
+
+_UNIFIED_TS = re.compile(r"^\[(?P<d>\d{4}-\d\d-\d\d)T(?P<t>\d\d:\d\d:\d\d\.\d{3})")
+
+
+def _ts(ev: Event) -> str | None:
+    """The record's time; a JVM unified-logging GC line ('[2026-11-20T03:15:18.402+0000][info][gc] …') carries its own."""
+    if ev.ts:
+        return ev.ts
+    m = _UNIFIED_TS.match(ev.message)
+    return f"{m['d']} {m['t']}" if m else None
+
+
+def _within(ev: Event, loss: Event) -> bool:
+    gap = seconds_between(_ts(ev), loss.ts)
+    return gap is not None and 0 <= gap <= _BEFORE_S
+
+
+def _gc_seconds(ev: Event) -> float:
+    m = cluster.GC_PAUSE.search(ev.text)
+    if not m:
+        return 0.0
+    if m["ms"]:
+        return float(m["ms"]) / 1000
+    if m["pause"]:
+        return float(m["pause"]) / 1000
+    return float(m["secs"] or m["stopped"] or 0)

@@ -1,0 +1,147 @@
+"""Leadership in highly available clusters: grants and revocations of Flink's leader contenders, and the state of the
+HA backend's connection (ZooKeeper through Curator, Kubernetes ConfigMap leases through the fabric8 client).
+
+Wordings are those of Flink's own classes (``ZooKeeperLeaderElectionDriver``, ``ZooKeeperMultipleComponentLeaderElection
+Driver`` up to 1.17, ``JobMasterServiceLeadershipRunner``, ``DefaultDispatcherRunner``, ``ResourceManagerServiceImpl``,
+``TaskExecutor$JobLeaderListenerImpl``, ``KubernetesLeaderElector``, ``Fabric8FlinkKubeClient``), of the shaded Curator
+(``ConnectionStateManager``: "State change: SUSPENDED") and ZooKeeper client (``ClientCnxn``), and of fabric8's
+``LeaderElector`` (DEBUG unless its logger is raised).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from flink_runbooks.model import Event, Incident
+
+_ID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}"
+GRANTED = re.compile(rf"(?P<who>\w+) (?:for job (?P<job>[0-9a-f]{{32}}) )?was granted leadership with leader id (?P<leader>{_ID})|"
+                     rf"Resource manager service is granted leadership with session id (?P<rm>{_ID})")
+REVOKED = re.compile(rf"(?P<who>\w+) (?:for job (?P<job>[0-9a-f]{{32}}) )?was revoked (?:the )?leadership with leader id (?P<leader>{_ID})|"
+                     rf"Resource manager service is revoked leadership with session id (?P<rm>{_ID})")
+TM_LOST_LEADER = re.compile(rf"JobManager for job (?P<job>[0-9a-f]{{32}}) with leader id (?P<leader>[0-9a-f]{{32}}|{_ID}) lost leadership|"
+                            r"Job leader for job id (?P<job2>[0-9a-f]{32}) lost leadership")
+CLIENT_LOST = re.compile(r"Job (?P<job>[0-9a-f]{32}) was not finished by JobManager|Job completed with illegal status: SUSPENDED|"
+                         r"Cannot obtain JobMasterGateway because the JobMaster lost leadership")
+LEADERSHIP_LOST = re.compile(re.sub(r"\?P<\w+>", "", rf"{REVOKED.pattern}|{TM_LOST_LEADER.pattern}|{CLIENT_LOST.pattern}"))
+JOB_SUSPENDED = re.compile(r"Job .*\((?P<job>[0-9a-f]{32})\) switched from state \w+ to SUSPENDED")
+FENCING = re.compile(r"Fencing token mismatch|FencingTokenException|"
+                     r"does not match the expected job manager leader id")
+# ZooKeeper (Curator and Flink's drivers)
+ZK_SUSPENDED = re.compile(r"Connection to ZooKeeper suspended|State change: SUSPENDED")
+ZK_RECONNECTED = re.compile(r"Connection to ZooKeeper was reconnected|State change: RECONNECTED")
+ZK_LOST = re.compile(r"Connection to ZooKeeper lost|State change: LOST|session 0x\w+ has expired|Session expired event received|"
+                     r"Session timeout has elapsed while SUSPENDED")
+ZK_SESSION_TIMEOUT = re.compile(r"Client session timed out, have not heard from server in (?P<ms>\d+) ?ms")
+ZK_NEGOTIATED = re.compile(r"negotiated timeout = (?P<ms>\d+)")
+# Kubernetes HA (Flink's client and fabric8's leader elector)
+K8S_FAILURE = re.compile(r"(?:Could not|Failed to) update ConfigMap|KubernetesClientException|Exception occurred while "
+                         r"renewing lock|Renew deadline reached after|Exception occurred while acquiring lock|"
+                         r"Leadership was likely already lost|Cannot retry checkAndUpdateConfigMap")
+K8S_STATUS = re.compile(r"Received status: Status\((?P<status>.*?)\)\.?$", re.MULTILINE)
+
+
+def k8s_statuses(text: str) -> list[tuple[str, str]]:
+    """(HTTP code, reason) of each Kubernetes API status a fabric8 exception carries: ('429', 'TooManyRequests')."""
+    out = []
+    for m in K8S_STATUS.finditer(text):
+        code = re.search(r"\bcode=(\d{3})", m["status"])
+        reason = re.search(r"\breason=(\w+)", m["status"])
+        out.append((code.group(1) if code else "", reason.group(1) if reason else ""))
+    return out
+K8S_NEW_LEADER = re.compile(r"New leader elected (?P<leader>\S+) for (?P<lock>\S+?)\.?$")
+RENEW_DEADLINE = re.compile(r"Renew deadline reached after (?P<s>\d+) seconds")
+
+SIGNATURES = (
+    r"was (?:granted|revoked) (?:the )?leadership with leader id",
+    r"Resource manager service is (?:granted|revoked) leadership",
+    r"lost leadership",
+    r"was not finished by JobManager|Job completed with illegal status",
+    r"switched from state \w+ to SUSPENDED",
+    r"Fencing token mismatch|FencingTokenException|does not match the expected job manager leader id",
+    r"Connection to ZooKeeper (?:suspended|lost|was reconnected)",
+    r"State change: (?:SUSPENDED|RECONNECTED|LOST|CONNECTED)",
+    r"Client session timed out, have not heard from server",
+    r"session 0x\w+ has expired|Session expired event received|Session timeout has elapsed while SUSPENDED",
+    r"Session establishment complete on server",
+    r"(?:Could not|Failed to) update ConfigMap|KubernetesClientException",
+    r"Exception occurred while (?:renewing|acquiring) lock|Renew deadline reached after|Leadership was likely already lost",
+    r"New leader elected \S+ for ",
+    r"Cannot retry checkAndUpdateConfigMap",
+)
+
+
+@dataclass
+class Leadership:
+    grants: list[Event] = field(default_factory=list)
+    losses: list[Event] = field(default_factory=list)  # revocations, TaskManagers' and clients' views of a lost leader
+    suspended: list[Event] = field(default_factory=list)
+    reconnected: list[Event] = field(default_factory=list)
+    lost: list[Event] = field(default_factory=list)
+    session_timeouts: list[Event] = field(default_factory=list)
+    k8s_failures: list[Event] = field(default_factory=list)
+    k8s_leaders: list[Event] = field(default_factory=list)
+    fencing: list[Event] = field(default_factory=list)
+    suspended_jobs: list[Event] = field(default_factory=list)
+
+    @property
+    def first_loss(self) -> Event | None:
+        return self.losses[0] if self.losses else None
+
+
+def leadership(incident: Incident) -> Leadership:
+    def compute(inc: Incident) -> Leadership:
+        out = Leadership()
+        for ev in inc.events:
+            text = ev.text
+            if GRANTED.search(ev.message):
+                out.grants.append(ev)
+            if LEADERSHIP_LOST.search(text):
+                out.losses.append(ev)
+            if JOB_SUSPENDED.search(ev.message):
+                out.suspended_jobs.append(ev)
+            if ZK_SUSPENDED.search(ev.message):
+                out.suspended.append(ev)
+            elif ZK_RECONNECTED.search(ev.message):
+                out.reconnected.append(ev)
+            elif ZK_LOST.search(text):
+                out.lost.append(ev)
+            if ZK_SESSION_TIMEOUT.search(text):
+                out.session_timeouts.append(ev)
+            if K8S_FAILURE.search(text):
+                out.k8s_failures.append(ev)
+            if K8S_NEW_LEADER.search(ev.message):
+                out.k8s_leaders.append(ev)
+            if FENCING.search(text):
+                out.fencing.append(ev)
+        return out
+
+    return incident.derived("leadership", compute)
+
+
+def leader_of(ev: Event) -> str | None:
+    """The leader id / session id a grant or revocation names."""
+    m = GRANTED.search(ev.message) or REVOKED.search(ev.message)
+    if not m:
+        return None
+    return m["leader"] or m["rm"]
+
+
+def overlapping_leaders(incident: Incident) -> list[tuple[Event, Event]]:
+    """Pairs of grants of the same component in two different processes (files) while the first had not been
+    revoked: two JobManagers acting as leader at once."""
+    lead = leadership(incident)
+    out = []
+    for i, a in enumerate(lead.grants):
+        ma = GRANTED.search(a.message)
+        for b in lead.grants[i + 1:]:
+            mb = GRANTED.search(b.message)
+            if b.file == a.file or ma["who"] != mb["who"] or (ma["job"] or "") != (mb["job"] or ""):
+                continue
+            if leader_of(a) == leader_of(b):
+                continue
+            revoked_before = any(r.file == a.file and (a.ts or "") <= (r.ts or "") <= (b.ts or "") for r in lead.losses
+                                 if REVOKED.search(r.message))
+            if not revoked_before:
+                out.append((a, b))
+    return out

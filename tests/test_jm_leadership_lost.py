@@ -1,0 +1,83 @@
+"""Detector jm-leadership-lost: ZooKeeper session, Kubernetes API, two leaders, or undetermined."""
+from __future__ import annotations
+
+from conftest import example, incident_from_files
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.detectors import get_detector
+from flink_runbooks.diagnose import run_detectors
+from flink_runbooks.render.patches import render_config_diff
+
+SLUG = "jm-leadership-lost"
+JOB = "6f3c2a51d0e84b7a9c1d2e3f4a5b6c7d"
+
+
+def _primary(inc):
+    diagnosis = run_detectors(inc)
+    assert not [e for e in diagnosis.errors if SLUG in e]
+    return diagnosis.primary
+
+
+def test_a_gc_pause_that_expires_the_zookeeper_session(spark):
+    primary = _primary(ingest([str(example(SLUG, "zookeeper-session-expired-gc-1.17"))], spark))
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "zookeeper-session-timeout")
+    assert primary.details["not_heard_from_zookeeper"] == "71234 ms"
+    assert primary.details["jobmanager_gc_pause"] == "71.0 s"
+    notes = [e.note for e in primary.evidence]
+    assert any("GC pause" in n for n in notes) and any("session expired" in n for n in notes)
+    patches = {p.key: p for p in primary.patches}
+    assert list(patches)[0] == "find what paused the JobManager or cut it from ZooKeeper"  # the pause first
+    assert patches["high-availability.zookeeper.client.session-timeout"].proposed == "120000"
+    # the session expired: tolerating suspensions would not have kept the leadership
+    assert "high-availability.zookeeper.client.tolerate-suspended-connections" not in patches
+    assert "regained" in str(primary.details) or "granted again" in primary.summary
+
+
+def test_throttled_lease_renewals_on_kubernetes(spark):
+    primary = _primary(ingest([str(example(SLUG, "kubernetes-lease-throttled-1.20"))], spark))
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "kubernetes-api-failure")
+    assert primary.details["kubernetes_statuses"] == ["429 TooManyRequests"]
+    assert any("renew deadline" in e.note for e in primary.evidence)
+    keys = {p.key: p.proposed for p in primary.patches if p.target == "flink"}
+    assert keys == {"high-availability.kubernetes.leader-election.lease-duration": "60 s",
+                    "high-availability.kubernetes.leader-election.renew-deadline": "60 s",
+                    "high-availability.kubernetes.leader-election.retry-period": "5 s"}
+
+
+def test_two_leaders_are_named_and_tolerating_suspensions_is_withdrawn(spark):
+    primary = _primary(ingest([str(example(SLUG, "two-leaders-tolerated-suspension-1.20"))], spark))
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "two-leaders")
+    files = {e.file.rsplit("/", 1)[-1] for e in primary.evidence}
+    assert {"flink-flink-standalonesession-0-jm-a.log", "flink-flink-standalonesession-1-jm-b.log"} <= files
+    assert any("does not match the expected job manager leader id" in e.text for e in primary.evidence)
+    tolerate = next(p for p in primary.patches if p.key.endswith("tolerate-suspended-connections"))
+    assert (tolerate.current, tolerate.proposed) == ("true", "false")
+    assert "tolerate-suspended-connections: false" in render_config_diff(primary.patches, None, "1.20.3")
+
+
+def test_a_suspension_that_reconnects_within_the_session_is_not_a_finding(spark):
+    inc = ingest([str(example(SLUG, "near-miss-zookeeper-reconnected-2.3"))], spark)
+    assert any("State change: SUSPENDED" in ev.text for ev in inc.events)
+    assert get_detector(SLUG).detect(inc) == []
+
+
+def test_a_suspension_alone_that_revoked_leadership_proposes_tolerating_it(tmp_path):
+    head = "INFO  org.apache.flink.shaded.curator5.org.apache.curator.framework.state.ConnectionStateManager [] - "
+    lines = [f"2026-11-23 11:21:31,523 {head}State change: SUSPENDED",
+             "2026-11-23 11:21:31,540 INFO  org.apache.flink.runtime.jobmaster.JobMasterServiceLeadershipRunner [] - "
+             f"JobMasterServiceLeadershipRunner for job {JOB} was revoked leadership with leader id "
+             "b8c9d0e1-f2a3-4b4c-9d5e-6f7a8b9c0d1e. Stopping current JobMasterServiceProcess.",
+             f"2026-11-23 11:21:38,720 {head}State change: RECONNECTED"]
+    inc = incident_from_files(tmp_path, {"jobmanager.log": "\n".join(lines) + "\n"}, version="1.16.3")
+    [f] = get_detector(SLUG).detect(inc)
+    assert f.root_cause.slug == "zookeeper-session-timeout"
+    tolerate = next(p for p in f.patches if p.key.endswith("tolerate-suspended-connections"))
+    assert tolerate.proposed == "true" and not any(p.key.endswith("session-timeout") for p in f.patches)
+
+
+def test_a_taskmanagers_view_alone_is_undetermined(tmp_path):
+    trace = (f"java.lang.Exception: Job leader for job id {JOB} lost leadership.\n"
+             "\tat org.apache.flink.runtime.taskexecutor.TaskExecutor$JobLeaderListenerImpl.lambda$null$2(TaskExecutor.java:2444)\n")
+    inc = incident_from_files(tmp_path, {"ticket.txt": trace})
+    [f] = get_detector(SLUG).detect(inc)
+    assert f.root_cause.slug == "undetermined" and f.confidence <= 0.5
+    assert "Collect next" in f.summary and [p.target for p in f.patches] == ["ops"]
