@@ -1,0 +1,402 @@
+"""A checkpoint or savepoint is restored but its files are gone: ``FileNotFoundException`` on restore.
+
+Two places notice it. The JobManager, when a submission names a snapshot (``-s``/``execution.state-recovery.path``):
+``Cannot find checkpoint or savepoint file/directory '<path>' on file system '<fs>'.`` or ``Cannot find meta data
+file '_metadata' in directory '<path>'.``; the job fails at once. A TaskManager, when the metadata was found but a
+state file it lists is not: ``Could not restore keyed|operator state backend for <op> from any of the N provided
+restore options`` caused by ``FileNotFoundException: <path> (No such file or directory)`` (local file systems; HDFS:
+``File does not exist``, S3: ``No such file or directory: s3a://…``); the task fails and every restart fails again.
+
+Why the files are missing decides what to do:
+
+- the checkpoint directory is a local path (``file://`` or none) while the cluster spans several hosts: each
+  TaskManager wrote its state to its own disk, and a restore on another host (or the JobManager reading
+  ``_metadata``) finds nothing;
+- the snapshot was restored in CLAIM mode by a job that then owned it and deleted it once subsumed, and it is
+  restored again;
+- files were removed: retention (older ``chk-N`` are deleted when newer ones complete), object-store lifecycle rules
+  or clean-up scripts (incremental checkpoints keep referencing files under ``shared/`` written long before), or
+  another job or person cleaned the directory.
+"""
+from __future__ import annotations
+
+import re
+
+from flink_runbooks.detectors.base import Detector
+from flink_runbooks.evidence import cluster
+from flink_runbooks.evidence.episodes import is_excerpt
+from flink_runbooks.evidence.rocksdb import split_dirs, strip_scheme
+from flink_runbooks.evidence.restore import CHECKPOINT_DIR_KEY, CLAIM_MODE_KEY, restored_snapshots, savepoint_starts
+from flink_runbooks.evidence.trail import evidence_trail
+from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.parse.flink_messages import Wording
+
+NO_METADATA = re.compile(r"Cannot find meta data file '_metadata' in directory '(?P<path>[^']+)'")
+NO_SNAPSHOT = re.compile(r"Cannot find checkpoint or savepoint file/directory '(?P<path>[^']+)'")
+RESTORE_OPTIONS = re.compile(r"Could not restore (?P<what>keyed|operator) state backend for (?P<op>\S+) from any of "
+                             r"the (?P<n>\d+) provided restore options")
+MISSING_FILE = re.compile(
+    r"FileNotFoundException: (?:(?P<a>\S+) \(No such file or directory\)|File (?P<b>\S+) does not exist"
+    r"|File does not exist: (?P<c>\S+)|No such file or directory: (?P<d>\S+)|(?P<e>\S+) \(Not Found\))"
+    r"|NoSuchFileException: (?P<f>\S+)")
+CLAIM_MODE = re.compile(r"(?:restoreMode|claimMode|recoveryClaimMode|RestoreMode|RecoveryClaimMode)[=:' ]+\W?CLAIM\b"
+                        r"|in CLAIM mode|claim-mode[=:]\s*CLAIM\b|savepoint-restore-mode[=:]\s*CLAIM\b")
+SUBSUMED = re.compile(r"(?:Subsuming|subsumed|Discarding) (?:completed )?checkpoint (?P<id>\d+)")
+COMPLETED = re.compile(r"Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32})")
+SNAPSHOT_DIR = re.compile(r"(?P<dir>\S*?/(?:chk-\d+|savepoint-[0-9a-f]{6}-[0-9a-f]{12}))(?:/|$)")
+JOB_DIR = re.compile(r"(?P<base>\S*?)/(?P<job>[0-9a-f]{32})/(?:chk-\d+|shared|taskowned)\b")
+
+_OTHER = "ops:restore from another snapshot"
+_NEXT = ("a listing of the snapshot's directory in the checkpoint storage (`ls -la <path>` / `aws s3 ls --recursive` / "
+         "`hdfs dfs -ls -R`), the storage's lifecycle or clean-up rules, the claim mode of earlier restores of this "
+         "path (`grep -n \"from savepoint\\|CLAIM\" jobmanager.log`), and the hosts of the JobManager and "
+         "TaskManagers next to the checkpoint directory's scheme.")
+
+
+class StateRestoreFilesMissing(Detector):
+    slug = "state-restore-files-missing"
+    title = "Checkpoint or savepoint files missing on restore"
+    category = "state-restore"
+    meaning = ("A job restores a checkpoint or savepoint whose files are not there (FileNotFoundException, missing "
+               "_metadata): the directory is not shared by all hosts, or the files were deleted.")
+    exception_classes = ("java.io.FileNotFoundException", "org.apache.flink.util.FlinkException")
+    versions = "1.3 – 2.x"
+    signatures = (
+        r"Cannot find meta data file '_metadata' in directory",
+        r"Cannot find checkpoint or savepoint file/directory",
+        r"FileNotFoundException: .*(?:No such file or directory|does not exist|Not Found)",
+        r"NoSuchFileException: ",
+        r"Could not restore (?:keyed|operator) state backend for .+ from any of the \d+ provided restore options",
+        r"Restoring job [0-9a-f]{32} from ",
+        r"Completed checkpoint \d+ for job [0-9a-f]{32}",
+        r"claimMode|restoreMode|CLAIM mode|RecoveryClaimMode",
+    )
+    wordings = (
+        Wording("state-restore-files-missing",
+                r"Cannot find meta data file '_metadata' in directory '[^']+'",
+                "1.3 – 2.x", "AbstractFsCheckpointStorage(Access)#resolveCheckpointPointer (1.9.3, 1.13.6, 1.17.2, "
+                "1.20.3, 2.3.0)",
+                "java.io.FileNotFoundException: Cannot find meta data file '_metadata' in directory '/data/flink/"
+                "savepoints/savepoint-a1b2c3-0123456789ab'. Please try to load the checkpoint/savepoint directly "
+                "from the metadata file instead of the directory."),
+        Wording("state-restore-files-missing",
+                r"Cannot find checkpoint or savepoint file/directory '[^']+' on file system",
+                "1.3 – 2.x", "AbstractFsCheckpointStorage(Access)#resolveCheckpointPointer",
+                "java.io.FileNotFoundException: Cannot find checkpoint or savepoint file/directory 'file:/data/flink/"
+                "checkpoints/3f1c9e0a7b2d4c6e8f0a1b2c3d4e5f60/chk-12' on file system 'file'."),
+    )
+    root_causes = (
+        RootCause("checkpoint-dir-not-shared",
+                  "The checkpoint directory is a local path while the cluster runs on several hosts: each "
+                  "TaskManager wrote its state to its own disk, so a restore elsewhere (or the JobManager reading "
+                  "_metadata) finds nothing.",
+                  "A missing file under a local checkpoint directory (file:// or no scheme) and TaskManagers on more "
+                  "than one host, or on another host than the JobManager.",
+                  patches=("flink:execution.checkpointing.dir", "flink:execution.checkpointing.savepoint-dir",
+                           "ops:share the checkpoint directory")),
+        RootCause("claim-mode-deleted",
+                  "The snapshot was restored in CLAIM mode: the job that restored it took ownership and deleted it "
+                  "once newer checkpoints subsumed it; restoring the same path again finds it gone.",
+                  "An earlier restore of the same path in CLAIM mode in the logs (or the configured claim mode), "
+                  "then the path missing.",
+                  patches=("ops:restore the claiming job's newest checkpoint", "flink:execution.state-recovery.claim-mode")),
+        RootCause("files-deleted",
+                  "Files of the snapshot were deleted from a shared checkpoint storage: retention (subsumed "
+                  "checkpoints), an object-store lifecycle rule or clean-up job, or a person or another job cleaning "
+                  "the directory; incremental checkpoints still reference files under shared/ written long ago.",
+                  "The snapshot's directory or _metadata exists (or existed: it completed in these logs) but a file "
+                  "it lists is missing, on a storage every host shares.",
+                  patches=(_OTHER, "ops:stop deleting files the checkpoints still use",
+                           "flink:execution.checkpointing.num-retained")),
+        RootCause("undetermined",
+                  "A restore misses files, but the logs do not show why: the path may be wrong, or the snapshot "
+                  "removed.",
+                  "The missing path alone: no earlier sign of the snapshot, no claim mode, no host information.",
+                  patches=(_OTHER,),
+                  would_change="A local checkpoint directory with TaskManagers on several hosts (not shared); an "
+                               "earlier CLAIM restore of the path (claimed and deleted); the snapshot completed or "
+                               "found earlier in the logs (files deleted afterwards).",
+                  next_evidence=_NEXT),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        failures = self._failures(incident)
+        if not failures:
+            return []
+        jm_side = [f for f in failures if f[1] in ("no-metadata", "no-snapshot")]
+        # the process's own log (JobManager for a refused submission, TaskManager for a restore) over CLI copies
+        own = "taskmanager" if not jm_side else "jobmanager"
+        primary = sorted(jm_side or failures, key=lambda f: (f[0].role != own, -len(f[0].chain)))[0]
+        event, kind, missing = primary
+        snapshot = _snapshot_of(missing, incident)
+        restores = [(ev, m) for ev, m in restored_snapshots(incident)]
+        starts = savepoint_starts(incident)
+        claims = self._claims(incident, snapshot)
+        configured_claim = (incident.config.get(CLAIM_MODE_KEY) or "").upper() == "CLAIM"
+        # an earlier job of these logs started from the same snapshot (and ran on it) before this restore
+        earlier = [s.event for s in starts if _same(s.path, snapshot) and s.event.ts and event.ts
+                   and s.event.ts < event.ts and not _same_submission(s.event, event)]
+        if configured_claim and earlier and not claims:
+            claims = earlier[:1]
+        scheme, local_dir = _checkpoint_dir(incident, missing)
+        hosts = _hosts(incident)
+        multi_host = len(hosts["taskmanagers"]) > 1 or bool(
+            hosts["jobmanager"] and hosts["taskmanagers"] and not hosts["taskmanagers"] <= hosts["jobmanager"])
+        completed = self._completed_before(incident, snapshot, event)
+        found_before = any(_same(m["path"], snapshot) for ev, m in restores if m["path"]) and kind == "missing-file"
+
+        if scheme == "file" and multi_host:
+            cause = "checkpoint-dir-not-shared"
+        elif claims or (configured_claim and kind in ("no-metadata", "no-snapshot")):
+            cause = "claim-mode-deleted"
+        elif kind == "missing-file" or kind == "no-metadata" or completed:
+            cause = "files-deleted"
+        else:
+            cause = "undetermined"
+        confidence = {"checkpoint-dir-not-shared": 0.85, "claim-mode-deleted": 0.85 if claims else 0.6,
+                      "files-deleted": 0.8 if (completed or found_before or kind != "no-snapshot") else 0.6,
+                      "undetermined": 0.45}[cause]
+        if is_excerpt(incident) and cause != "undetermined":
+            confidence -= 0.15
+
+        shared_file = bool(missing and "/shared/" in missing)
+        details = {
+            "missing": missing or "not named",
+            "snapshot": snapshot or "unknown",
+            "noticed_by": "the JobManager at submission" if kind in ("no-metadata", "no-snapshot")
+                          else "a TaskManager while restoring state",
+            "what_is_missing": {"no-metadata": "the snapshot's _metadata file",
+                                "no-snapshot": "the whole snapshot directory",
+                                "missing-file": "a state file under shared/ (incremental checkpoints)" if shared_file
+                                                else "a state file the snapshot's _metadata lists"}[kind],
+            "checkpoint_dir": incident.config.get(CHECKPOINT_DIR_KEY) or "not in the configuration",
+            "taskmanager_hosts": sorted(hosts["taskmanagers"]) or "unknown",
+            "claim_mode": ("CLAIM (an earlier restore of this path)" if claims else
+                           incident.config.get(CLAIM_MODE_KEY) or "not set (NO_CLAIM)"),
+            "completed_in_these_logs": "yes" if completed else "no",
+            "restore_attempts_failed": (len([ev for ev, k, _ in failures if k == "missing-file"
+                                             and ev.role == "taskmanager" and "switched from" in ev.message])
+                                        or len({ev.ts for ev, _, _ in jm_side if ev.role == "jobmanager"}) or 1),
+        }
+        evidence, notes, add = evidence_trail()
+        if claims:
+            add(claims[0], "an earlier job restored this snapshot in CLAIM mode" + (
+                f" ({CLAIM_MODE_KEY}: CLAIM)" if configured_claim else "") + ": it owned the snapshot and deleted it "
+                "once subsumed")
+        if completed is not None:
+            add(completed, "the snapshot was complete when it was written")
+        start = next((s for s in reversed(starts) if _same(s.path, snapshot)), None)
+        add(start.event if start else None, "the submission names the snapshot")
+        add(event, {"no-metadata": "the snapshot directory has no _metadata",
+                    "no-snapshot": "the snapshot directory does not exist",
+                    "missing-file": "a state file the restore needs does not exist"}[kind])
+        later = next((ev for ev, k, _ in failures[1:] if ev is not event and k == kind), None)
+        if later is not None and kind == "missing-file":
+            add(later, "the next attempt fails the same way")
+        summary = self._summary(cause, kind, missing, snapshot, hosts, local_dir, claims, shared_file, completed)
+        patches = self._patches(incident, cause, snapshot, claims, local_dir, shared_file)
+        return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
+                             details=details)]
+
+    # -- readings ---------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _failures(incident: Incident) -> list[tuple[Event, str, str | None]]:
+        out = []
+        for ev in incident.events:
+            text = ev.text
+            m = NO_METADATA.search(text)
+            if m:
+                out.append((ev, "no-metadata", m["path"]))
+                continue
+            m = NO_SNAPSHOT.search(text)
+            if m:
+                out.append((ev, "no-snapshot", m["path"]))
+                continue
+            if RESTORE_OPTIONS.search(text) or "StreamOperatorStateContext" in text:
+                m = MISSING_FILE.search(text)
+                if m:
+                    out.append((ev, "missing-file", next(g for g in m.groups() if g)))
+        return out
+
+    @staticmethod
+    def _claims(incident: Incident, snapshot: str | None) -> list[Event]:
+        if not snapshot:
+            return []
+        return [ev for ev in incident.events if CLAIM_MODE.search(ev.text) and _mentions(ev.text, snapshot)]
+
+    @staticmethod
+    def _completed_before(incident: Incident, snapshot: str | None, failure: Event) -> Event | None:
+        m = re.search(r"/(?P<job>[0-9a-f]{32})/chk-(?P<id>\d+)", snapshot or "")
+        if m:
+            for ev, c in incident.find(COMPLETED):
+                if c["id"] == m["id"] and c["job"] == m["job"]:
+                    return ev
+        m = re.search(r"savepoint-(?P<short>[0-9a-f]{6})-[0-9a-f]{12}", snapshot or "")
+        if m:
+            name = m.group(0)
+            return next((ev for ev in incident.events if name in ev.message and ev is not failure
+                         and re.search(r"[Ss]avepoint (?:stored in|completed)|Completed checkpoint", ev.message)),
+                        None)
+        return None
+
+    # -- text -----------------------------------------------------------------------------------------------------
+
+    def _summary(self, cause, kind, missing, snapshot, hosts, local_dir, claims, shared_file, completed) -> str:
+        what = {"no-metadata": f"the snapshot {snapshot} has no _metadata file",
+                "no-snapshot": f"the snapshot {snapshot or missing} does not exist",
+                "missing-file": f"the state file {missing} does not exist"}[kind]
+        head = ("The job cannot start from its snapshot: " + what
+                + (" (the JobManager refused the submission)." if kind != "missing-file"
+                   else ", so every restore attempt fails the task.") + " ")
+        if cause == "checkpoint-dir-not-shared":
+            return head + (f"The checkpoint directory is a local path ({local_dir}) while the TaskManagers run on "
+                           f"{len(hosts['taskmanagers'])} host(s) ({', '.join(sorted(hosts['taskmanagers']))}): each "
+                           "wrote its state to its own disk, so a restore on another host finds nothing. Checkpoints "
+                           "and savepoints need a file system every host shares (S3, HDFS, GCS, an NFS mounted at the "
+                           "same path).")
+        if cause == "claim-mode-deleted":
+            return head + ("The snapshot was restored in CLAIM mode before: the job that restored it owned it and "
+                           "deleted it once newer checkpoints subsumed it. Restore that job's newest checkpoint "
+                           "instead, and restore shared snapshots in NO_CLAIM mode.")
+        if cause == "files-deleted":
+            why = ("Incremental checkpoints keep referencing files under shared/ that were written many checkpoints "
+                   "ago: a lifecycle rule or clean-up that removes 'old' files breaks the newest checkpoint. "
+                   if shared_file else "")
+            when = "It was complete when written (these logs show it), so files were removed afterwards: " if completed \
+                else "Files were removed after the snapshot was written: "
+            who = ("Flink never deletes a savepoint, so a person, a clean-up job, an object-store lifecycle rule or "
+                   "another job cleaning the directory removed them. " if "savepoint-" in (snapshot or "") else
+                   "retention of older checkpoints (subsumed ones are deleted), an object-store lifecycle rule, a "
+                   "clean-up job, or a person or another job cleaning the directory. ")
+            return head + when + who + why + "Restore from another complete snapshot; the one named is unusable."
+        return head + ("The logs do not show why: a mistyped path, a snapshot of another job, or a removed one. "
+                       "Root cause undetermined.")
+
+    def _patches(self, incident, cause, snapshot, claims, local_dir, shared_file):
+        patches = []
+        if cause == "checkpoint-dir-not-shared":
+            patches.append(self.flink_patch(
+                incident, CHECKPOINT_DIR_KEY, "s3://<bucket>/flink/checkpoints",
+                "A directory every JobManager and TaskManager host reads and writes (S3, HDFS, GCS, or an NFS "
+                "mounted at the same path everywhere); a local path only works on a single host."))
+            if incident.config.get("execution.checkpointing.savepoint-dir"):
+                patches.append(self.flink_patch(
+                    incident, "execution.checkpointing.savepoint-dir", "s3://<bucket>/flink/savepoints",
+                    "Savepoints have the same need: every host writes its part of the savepoint."))
+            patches.append(self.ops_patch(
+                "share the checkpoint directory",
+                "Until the storage is shared, the state written on each host is only on that host: copy every "
+                "host's part of the snapshot into one place only if a restore must succeed now.",
+                snippet=f"# on every host: what it holds of the snapshot\nls -la {local_dir or '<checkpoint dir>'}"))
+        if cause == "claim-mode-deleted":
+            claimer = _claiming_job(claims)
+            base = (incident.config.get(CHECKPOINT_DIR_KEY) or "<checkpoint dir>").rstrip("/")
+            patches.append(self.ops_patch(
+                "restore the claiming job's newest checkpoint",
+                "The job that restored the snapshot in CLAIM mode owns its successors: restore its newest retained "
+                "checkpoint (or a savepoint of it).",
+                snippet=f"ls -d {base}/{claimer or '<claiming job id>'}/chk-*\nflink run -s "
+                        f"{base}/{claimer or '<claiming job id>'}/chk-<newest> <your job arguments>"))
+            patches.append(self.flink_patch(
+                incident, CLAIM_MODE_KEY, "NO_CLAIM",
+                "NO_CLAIM (the default) never deletes the restored snapshot: the new job takes its own full "
+                "checkpoint first. Use CLAIM only when no one else restores that snapshot again."))
+        if cause in ("files-deleted", "undetermined"):
+            patches.append(self.ops_patch(
+                "restore from another snapshot",
+                "This snapshot is incomplete; start from another complete one (the newest retained checkpoint or a "
+                "savepoint, which is self-contained) after checking its files exist.",
+                snippet=f"ls -la {_parent(snapshot)}\nflink run -s <complete snapshot path> <your job arguments>"))
+        if cause == "files-deleted":
+            patches.append(self.ops_patch(
+                "stop deleting files the checkpoints still use",
+                "Exclude the checkpoint directory from object-store lifecycle/expiration rules and clean-up scripts: "
+                "Flink deletes what it no longer needs itself."
+                + (" Incremental checkpoints reference files under shared/ for as long as any retained checkpoint "
+                   "uses them, whatever their age." if shared_file else "")))
+            retained = incident.config.get_int("execution.checkpointing.num-retained") or 1
+            if retained < 3 and "/chk-" in (snapshot or "") + (_checkpoint_of_shared(incident) or ""):
+                patches.append(self.flink_patch(
+                    incident, "execution.checkpointing.num-retained", "3",
+                    f"Keep several complete checkpoints (now {retained}) so that another one is there when the newest "
+                    "cannot be restored; retention deletes subsumed ones, so do not restore a chk-N older than the "
+                    "retained ones."))
+        return patches
+
+
+def _snapshot_of(path: str | None, incident: Incident) -> str | None:
+    """The snapshot directory (``.../chk-N`` or ``.../savepoint-…``) a missing path belongs to, else the path."""
+    if not path:
+        return None
+    m = SNAPSHOT_DIR.search(path)
+    if m:
+        return m["dir"]
+    if "/shared/" in path:
+        restores = [m["path"] for _, m in restored_snapshots(incident) if m["path"]]
+        if restores:
+            return restores[-1]
+    return path.rstrip("/")
+
+
+def _checkpoint_of_shared(incident: Incident) -> str | None:
+    restores = [m["path"] for _, m in restored_snapshots(incident) if m["path"]]
+    return restores[-1] if restores else None
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    def norm(p: str) -> str:
+        return re.sub(r"^file:/*", "/", p).rstrip("/.").removesuffix("/_metadata")
+    return bool(a and b) and norm(a) == norm(b)
+
+
+def _mentions(text: str, snapshot: str) -> bool:
+    bare = re.sub(r"^file:/*", "/", snapshot).rstrip("/")
+    return bare in re.sub(r"file:/+", "/", text)
+
+
+def _parent(path: str | None) -> str:
+    if not path:
+        return "<checkpoint dir>/<job id>/"
+    return re.sub(r"^file:/*", "/", path).rsplit("/", 1)[0] + "/"
+
+
+def _checkpoint_dir(incident: Incident, missing: str | None) -> tuple[str | None, str | None]:
+    configured = incident.config.get(CHECKPOINT_DIR_KEY)
+    candidates = split_dirs(configured)[:1] if configured else []
+    if missing:
+        candidates.append(missing)
+    for c in candidates:
+        scheme, path = strip_scheme(c)
+        if scheme:
+            return scheme, path
+    return None, None
+
+
+def _hosts(incident: Incident) -> dict[str, set[str]]:
+    inv = cluster.inventory(incident)
+    tms = {tm.host for tm in inv.taskmanagers.values() if tm.host}
+    jm = {f.host for f in incident.inputs if f.role == "jobmanager" and f.host}
+    address = incident.config.get("jobmanager.rpc.address")
+    if address:
+        jm.add(address)
+    local = {"localhost", "127.0.0.1"}
+    if tms <= local and jm <= local | set():
+        return {"taskmanagers": tms, "jobmanager": jm}
+    return {"taskmanagers": tms - local or tms, "jobmanager": jm}
+
+
+def _same_submission(a: Event, b: Event) -> bool:
+    """Both lines belong to the submission that failed (within a few seconds of each other)."""
+    from flink_runbooks.parse.timestamps import seconds_between
+
+    gap = seconds_between(a.ts, b.ts) if a.ts and b.ts else None
+    return gap is not None and abs(gap) < 5
+
+
+def _claiming_job(claims: list[Event]) -> str | None:
+    for ev in claims:
+        m = re.search(r"Starting job (?P<job>[0-9a-f]{32})", ev.text) or re.search(r"\b(?P<job>[0-9a-f]{32})\b", ev.text)
+        if m:
+            return m["job"]
+    return None
