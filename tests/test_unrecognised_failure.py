@@ -133,7 +133,7 @@ def test_user_frames_pass_the_pre_filter_and_framework_frames_do_not():
 
 
 def test_example_incidents_end_to_end(spark):
-    for name in ("user-code-exception-restarting-1.20", "kafka-record-too-large-excerpt-1.15",
+    for name in ("kafka-record-too-large-excerpt-1.15",
                  "healthy-deprecated-key-tasks-starting-1.17", "near-miss-kafka-bootstrap-disconnect-1.16"):
         path = example(SLUG, name)
         expected = json.loads((path / "expected.json").read_text())
@@ -142,7 +142,10 @@ def test_example_incidents_end_to_end(spark):
             assert d.findings == [], name
             continue
         assert d.primary.runbook == SLUG and d.primary.root_cause.slug == expected["root_cause"], name
-    user = run_detectors(ingest([str(example(SLUG, "user-code-exception-restarting-1.20"))], spark)).primary
+    # the job's own exception is now inside the catalogue: this runbook still reads it, and diagnose drops it
+    d = run_detectors(ingest([str(example(SLUG, "user-code-exception-restarting-1.20"))], spark))
+    assert d.primary.runbook == "user-code-exception" and not any(f.runbook == SLUG for f in d.findings)
+    [user] = get_detector(SLUG).detect(d.incident)
     assert user.details["task_or_operator"] == "stateful-map -> discard-sink: Writer (1/1)"
     assert any("scenario.ScenarioJob$StatefulMap.map" in f for f in user.details["user_code_frames"])
     assert user.confidence >= 0.6
@@ -163,7 +166,7 @@ def test_an_excerpt_does_not_claim_what_the_job_did_next():
             "(a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6_1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d_0_3) switched from RUNNING to FAILED "
             "with failure cause:\njava.lang.NullPointerException: value is null\n"
             "\tat com.acme.orders.EnrichFunction.map(EnrichFunction.java:42)\n")
-    finding = run_detectors(incident_from_text(text)).primary
+    [finding] = get_detector(SLUG).detect(incident_from_text(text))  # diagnose gives user-code-exception
     assert finding.runbook == "unrecognised-failure"
     assert "restarted" not in finding.summary.replace("failed or restarted", "")
     assert finding.details["outcome"] == "unknown"
