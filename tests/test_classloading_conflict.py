@@ -143,3 +143,37 @@ def test_an_excerpt_gives_the_runbook_at_lower_confidence():
     [f] = get_detector(SLUG).detect(incident_from_text(text))
     assert f.root_cause.slug == "dependency-missing-from-job-jar" and f.confidence < 0.9
     assert "excerpt" in f.summary
+
+
+def test_genuine_sql_client_without_its_gateway_jar_is_a_missing_flink_module(spark):
+    inc = ingest([str(example(SLUG, "flink-module-missing-sql-client-1.20"))], spark)
+    primary = run_detectors(inc).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "flink-class-missing")
+    assert primary.evidence[0].file.endswith("sql-client-vm.log")
+    assert "a Flink module this tool needs is not installed" in primary.summary
+    assert [p.key for p in primary.patches] == ["install the missing Flink module"]
+
+
+def test_genuine_healthy_job_gives_nothing_despite_flinks_own_hadoop_probe(spark):
+    inc = ingest([str(example(SLUG, "healthy-2.3"))], spark)
+    assert any("NoClassDefFoundError" in ev.text for ev in inc.events)  # Flink's INFO line about Hadoop
+    assert run_detectors(inc).findings == []
+
+
+def test_genuine_guava_clash_under_parent_first(spark):
+    inc = ingest([str(example(SLUG, "version-clash-guava-1.17"))], spark)
+    primary = run_detectors(inc).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "library-version-clash")
+    assert primary.details["jars that carry it"] == ["guava-16.0.1.jar"]
+    order = next(p for p in primary.patches if p.key == "classloader.resolve-order")
+    assert (order.current, order.proposed) == ("parent-first", "child-first")
+    assert "classloader.resolve-order: child-first" in render_config_diff(primary.patches, None, "1.17.2")
+
+
+def test_genuine_leaked_threads_after_three_submissions(spark):
+    inc = ingest([str(example(SLUG, "classloader-leak-1.20"))], spark)
+    primary = run_detectors(inc).primary
+    assert (primary.runbook, primary.root_cause.slug, primary.severity) == (SLUG, "classloader-leak", "warning")
+    assert primary.details["job submissions in the logs"] == 3 and primary.details["closed-loader errors"] == 18
+    assert "EnrichJob$CachedLookup" in primary.details["job frames"][0]
+    assert not any(p.key == "classloader.check-leaked-classloader" for p in primary.patches)

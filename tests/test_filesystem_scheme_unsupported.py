@@ -146,3 +146,16 @@ def test_genuine_hadoop_without_hadoop_aws(spark):
     assert {p.key for p in primary.patches} >= {"add the Hadoop connector for the scheme", "install the file system plugin"}
     exhausted = next(f for f in diagnosis.findings if f.runbook == "restart-strategy-exhausted")
     assert exhausted.details["recurring_fault_runbook"] == SLUG
+
+
+def test_genuine_unreachable_hdfs_is_not_a_missing_scheme(spark):
+    inc = ingest([str(example(SLUG, "near-miss-hdfs-unreachable-1.17"))], spark)
+    diagnosis = run_detectors(inc)
+    assert not any(f.runbook == SLUG for f in diagnosis.findings)
+    assert diagnosis.primary.root_cause.slug == "thrown-by-environment"
+
+
+def test_genuine_healthy_local_checkpoints_give_nothing(spark):
+    inc = ingest([str(example(SLUG, "healthy-1.20"))], spark)
+    assert any("Hadoop is not in the classpath" in ev.text for ev in inc.events)
+    assert run_detectors(inc).findings == []

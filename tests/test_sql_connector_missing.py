@@ -87,3 +87,10 @@ def test_an_unsupported_option_of_a_present_connector_is_not_this_runbook():
         "org.apache.flink.table.api.ValidationException: Unsupported options found for 'datagen'.", "", "Unsupported options:", "",
         "rows-per-sec"])
     assert _detect(text, file="flink-client.log") == []
+
+
+def test_genuine_unsupported_option_and_healthy_program_are_not_this_runbook(spark):
+    near = run_detectors(ingest([str(example(SLUG, "near-miss-unsupported-option-1.20"))], spark))
+    assert not any(f.runbook == SLUG for f in near.findings)
+    assert "Unsupported options found for 'datagen'" in near.primary.summary
+    assert run_detectors(ingest([str(example(SLUG, "healthy-1.20"))], spark)).findings == []

@@ -278,7 +278,8 @@ class ClassloadingConflict(Detector):
             summary = (f"The job calls {member}, which the {lib or 'library'} version loaded at run time does not "
                        f"have ({p.text[:200]}): the job was compiled against another version of {lib or 'it'}. ")
             if suspects:
-                summary += f"On the classpath Flink logged, {', '.join(suspects)} carry {lib}. "
+                summary += (f"On the classpath Flink logged, {', '.join(suspects)} "
+                            f"{'carry' if len(suspects) > 1 else 'carries'} {lib}. ")
             if order == "parent-first":
                 summary += (f"classloader.resolve-order is parent-first ({order_source}), so lib/'s version wins over "
                             f"the one in the job jar.")
