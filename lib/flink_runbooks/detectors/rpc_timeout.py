@@ -39,6 +39,7 @@ ASSOCIATION = re.compile(r"Association with remote system \[(?P<remote>[^\]]+)\]
 _TIMEOUT = re.compile(r"Invocation of \[\w*Invocation\(.*\] timed out|Ask timed out on \[Actor\[|"
                       r"not responding after a rpcTimeout|AskTimeoutException|RpcTimeoutException")
 _JM_ENDPOINTS = re.compile(r"/user/rpc/(?:jobmanager|dispatcher|resourcemanager)")
+_JM_HEARTBEAT_LOST = re.compile(r"The heartbeat of JobManager with id \S+ timed out")
 _FRAMESIZE = "pekko.framesize"
 _ASK = "pekko.ask.timeout"
 _GRACE_S = 3  # a silence must cover the timeout's moment within this margin
@@ -68,6 +69,7 @@ class RpcTimeout(Detector):
         r"AskTimeoutException|RpcTimeoutException|OversizedPayloadException",
         r"Association with remote system .* has failed",
         r"has quarantined this system",
+        r"The heartbeat of JobManager with id \S+ timed out",
     ) + cluster.GC_SIGNATURES
     wordings = (
         Wording(SLUG, r"Discarding oversized payload sent to Actor\[\S+\]: max allowed size \d+ bytes",
@@ -203,16 +205,22 @@ class RpcTimeout(Detector):
                    "calls": sorted({_call_of(ev) for ev, _ in timeouts if _call_of(ev)})[:6] or "not named"}
         associations = [ev for ev in incident.events if ASSOCIATION.search(ev.text)
                         and (ev.ts or "") <= (first.ts or "~")]
-        if towards_jm and (gc or silence >= min(timeout_s, client_s) - _GRACE_S):
+        # The TaskManagers stopped hearing the JobManager's heartbeat requests too: it answered nobody.
+        jm_heartbeat = [ev for ev in incident.events if _JM_HEARTBEAT_LOST.search(ev.message)]
+        if towards_jm and (gc or silence >= min(timeout_s, client_s) - _GRACE_S or jm_heartbeat):
             cause = "jobmanager-unresponsive"
             if gc:
                 events.append(gc[0])
                 notes[len(events) - 1] = f"a GC pause of {_gc_seconds(gc[0]):.1f} s in the JobManager"
-            details["jobmanager_silence"] = f"{silence:.0f} s"
+            details["jobmanager_silence"] = f"{silence:.0f} s" if silence else "not measurable (no timestamps)"
+            if jm_heartbeat:
+                events.append(jm_heartbeat[0])
+                notes[len(events) - 1] = "a TaskManager stopped hearing the JobManager's heartbeat requests as well"
             summary = (f"Calls to the JobManager got no answer ({calls} timeout(s)"
                        + (", the client's savepoint request among them" if client else "") + ")"
                        + (f" while its log was silent for {silence:.0f} s around the timeout" if silence else "")
                        + (f"; it logged GC pauses of up to {max(_gc_seconds(e) for e in gc):.1f} s" if gc else "")
+                       + ("; the TaskManagers stopped hearing its heartbeat requests too" if jm_heartbeat else "")
                        + ": the JobManager itself was stalled (GC pause, CPU starvation or a frozen process), not "
                          "the call.")
             after = _first_jm_line_after(incident, first.ts)
@@ -244,7 +252,8 @@ class RpcTimeout(Detector):
                 "The recipient's log and GC log for the minute of the timeout tell a stall from a lost message; "
                 "akka/pekko.ask.callstack: true names the calling site.",
                 snippet="grep -n -E 'Invocation of|Ask timed out|OversizedPayload' *.log")]
-        confidence = {"jobmanager-unresponsive": 0.8, "recipient-unreachable": 0.7, "undetermined": 0.4}[cause]
+        confidence = {"jobmanager-unresponsive": 0.8 if silence or gc else 0.75, "recipient-unreachable": 0.7,
+                      "undetermined": 0.4}[cause]
         if is_excerpt(incident):
             confidence = min(confidence, 0.5)
             summary += " Unknown from this excerpt: the JobManager's log around the timeout."
