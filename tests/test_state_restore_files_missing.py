@@ -132,3 +132,17 @@ def test_genuine_metadata_deleted(spark):
     assert "Flink never deletes a savepoint" in primary.summary
     assert not any(p.key == "execution.checkpointing.num-retained" for p in primary.patches)  # not a checkpoint
     assert [e.note for e in primary.evidence][-1] == "the snapshot directory has no _metadata"
+
+
+def test_genuine_incremental_checkpoint_without_its_shared_files(spark):
+    from flink_runbooks.collect.ingest import ingest
+
+    diagnosis = run_detectors(ingest([str(example(SLUG, "shared-file-deleted-rocksdb-1.20.3"))], spark))
+    primary = diagnosis.primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "files-deleted")
+    assert primary.details["restore_attempts_failed"] == 3 and primary.details["completed_in_these_logs"] == "yes"
+    assert primary.details["snapshot"].endswith("/chk-4")
+    assert "Incremental checkpoints keep referencing files under shared/" in primary.summary
+    retained = next(p for p in primary.patches if p.key == "execution.checkpointing.num-retained")
+    assert retained.proposed == "3"
+    assert not any(f.runbook == "rocksdb-restore-corruption" for f in diagnosis.findings)  # missing, not corrupt
