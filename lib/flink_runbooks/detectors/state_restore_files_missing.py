@@ -174,9 +174,7 @@ class StateRestoreFilesMissing(Detector):
             "claim_mode": ("CLAIM (an earlier restore of this path)" if claims else
                            incident.config.get(CLAIM_MODE_KEY) or "not set (NO_CLAIM)"),
             "completed_in_these_logs": "yes" if completed else "no",
-            "restore_attempts_failed": (len([ev for ev, k, _ in failures if k == "missing-file"
-                                             and ev.role == "taskmanager" and "switched from" in ev.message])
-                                        or len({ev.ts for ev, _, _ in jm_side if ev.role == "jobmanager"}) or 1),
+            "restore_attempts_failed": _attempts(failures, jm_side),
         }
         evidence, notes, add = evidence_trail()
         if claims:
@@ -323,6 +321,15 @@ class StateRestoreFilesMissing(Detector):
                     "cannot be restored; retention deletes subsumed ones, so do not restore a chk-N older than the "
                     "retained ones."))
         return patches
+
+
+def _attempts(failures: list[tuple[Event, str, str | None]], jm_side: list) -> int:
+    """Restore attempts that failed: the task attempt numbers (``(1/1)#2``) of the TaskManagers' failure reports
+    (several tasks of one attempt fail together), else the JobManager's refusals."""
+    reports = [ev for ev, k, _ in failures if k == "missing-file" and ev.role == "taskmanager"
+               and "switched from" in ev.message]
+    numbers = {m.group(1) for ev in reports for m in [re.search(r"\(\d+/\d+\)#(\d+)", ev.message)] if m}
+    return (len(numbers) or len(reports) or len({ev.ts for ev, _, _ in jm_side if ev.role == "jobmanager"}) or 1)
 
 
 def _snapshot_of(path: str | None, incident: Incident) -> str | None:
