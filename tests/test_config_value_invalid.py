@@ -1,0 +1,124 @@
+"""Detector config-value-invalid: a value in the wrong format for the release (with the same value in the right one),
+a key the release does not read (removed, renamed, or in flink-conf.yaml on 2.x), a misspelled key."""
+from __future__ import annotations
+
+import json
+
+from conftest import DATA, example, incident_from_text
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.detectors import get_detector
+from flink_runbooks.diagnose import run_detectors
+from flink_runbooks.evidence.config_values import ParseFailure, closest_key, corrected_value, declared_keys
+from flink_runbooks.model import Event
+from flink_runbooks.render.patches import render_config_diff
+
+SLUG = "config-value-invalid"
+
+
+def test_a_duration_with_a_unit_on_a_release_that_reads_milliseconds(spark):
+    d = run_detectors(ingest([str(example(SLUG, "duration-unit-for-old-release-1.17"))], spark))
+    f = d.primary
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "value-format-for-version")
+    [patch] = [p for p in f.patches if p.target == "flink"]
+    assert (patch.key, patch.current, patch.proposed) == ("heartbeat.timeout", "2 min", "120000")
+    assert "plain number" in f.summary and "Could not parse value '2 min'" in f.evidence[0].text
+    diff = render_config_diff([patch], d.incident.config, d.incident.flink_version)
+    assert "-heartbeat.timeout: 2 min" in diff and "+heartbeat.timeout: 120000" in diff
+
+
+def test_a_fractional_duration_in_config_yaml_fails_the_client_only(spark):
+    d = run_detectors(ingest([str(example(SLUG, "fractional-interval-2.3"))], spark))
+    f = d.primary
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "value-format-for-version")
+    assert f.evidence[0].file.endswith(".out")  # only the CLI output holds the error
+    [patch] = [p for p in f.patches if p.target == "flink"]
+    assert (patch.key, patch.proposed) == ("execution.checkpointing.interval", "90 s")
+    assert "client failed to submit" in f.summary
+
+
+def test_a_flink_conf_yaml_left_on_a_2x_cluster_is_not_read(spark):
+    d = run_detectors(ingest([str(example(SLUG, "flink-conf-yaml-on-2.3"))], spark))
+    f = d.primary
+    assert (f.runbook, f.root_cause.slug, f.severity) == (SLUG, "key-not-read", "warning")
+    assert set(f.details["keys_not_read"]) == {"execution.checkpointing.interval", "execution.checkpointing.dir",
+                                               "restart-strategy.type", "restart-strategy.fixed-delay.attempts"}
+    assert all(e.file.endswith("flink-conf.yaml") for e in f.evidence)
+    [move] = f.patches
+    assert move.key == "move the settings into config.yaml" and "execution.checkpointing.interval: 10 s" in move.snippet
+
+
+def test_a_misspelled_key_names_the_key_it_meant(spark):
+    d = run_detectors(ingest([str(example(SLUG, "misspelled-key-1.20"))], spark))
+    f = d.primary
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "misspelled-key")
+    assert f.details["misspelled_keys"]["execution.checkpointing.intervall"]["meant"] == "execution.checkpointing.interval"
+    assert "Loading configuration property: execution.checkpointing.intervall" in f.evidence[0].text
+    assert [(p.key, p.proposed) for p in f.patches] == [("execution.checkpointing.interval", "10 s"),
+                                                        ("execution.checkpointing.intervall", None)]
+
+
+def test_healthy_and_a_deprecated_key_give_nothing(spark):
+    for name in ("healthy-1.20", "near-miss-deprecated-key-1.20"):
+        d = run_detectors(ingest([str(example(SLUG, name))], spark))
+        assert d.findings == [], (name, [(f.runbook, f.root_cause.slug, f.summary[:120]) for f in d.findings])
+
+
+def test_a_removed_key_is_spelled_for_the_release():
+    text = "2024-05-02 10:00:00,000 INFO  org.apache.flink.configuration.GlobalConfiguration [] - Loading configuration property: state.backend.local-recovery, true"
+    inc = incident_from_text(text, version="2.0.0")
+    inc.config.add("state.backend.local-recovery", "true",
+                   __import__("flink_runbooks.parse.config", fromlist=["ConfigSource"]).ConfigSource("log", "jobmanager.log", 1))
+    [f] = get_detector(SLUG).detect(inc)
+    assert f.root_cause.slug == "key-not-read"
+    assert f.details["keys_not_read"]["state.backend.local-recovery"]["reads_instead"] == "execution.state-recovery.from-local"
+    assert ("execution.state-recovery.from-local", "true") in [(p.key, p.proposed) for p in f.patches]
+
+
+def test_the_corrected_value_follows_what_the_release_expects():
+    def failure(value, expects):
+        return ParseFailure(Event("x", 1), "k", value, expects, "")
+    assert corrected_value(failure("2 min", "number")) == "120000"
+    assert corrected_value(failure("1.5 min", "duration")) == "90 s"
+    assert corrected_value(failure("1.5g", "memory size")) == "1536m"
+    assert corrected_value(failure("2 gigabytes", "memory size")) == "2g"
+    assert corrected_value(failure("yes", "boolean")) == "true"
+    assert corrected_value(failure("fast", "duration")) is None
+
+
+def test_typos_are_one_edit_from_a_declared_key_and_real_keys_are_never_typos():
+    declared = declared_keys((1, 20))
+    assert closest_key("taskmanager.numberOfTaskSlot", declared) == "taskmanager.numberOfTaskSlots"
+    assert closest_key("taskmanager.memory.proces.size", declared) == "taskmanager.memory.process.size"
+    for key in ("taskmanager.numberOfTaskSlots", "state.backend", "metrics.reporter.prom.port",
+                "execution.checkpointing.dir", "my.own.setting"):
+        assert closest_key(key, declared) is None, key
+
+
+def test_a_memory_model_failure_stays_with_its_runbook():
+    text = "\n".join([
+        "2024-05-02 10:00:00,000 ERROR org.apache.flink.runtime.taskexecutor.TaskManagerRunner [] - Terminating TaskManagerRunner with exit code 1.",
+        "org.apache.flink.configuration.IllegalConfigurationException: TaskManager memory configuration failed: Sum of configured "
+        "Framework Heap Memory (128.000mb (134217728 bytes)), Framework Off-Heap Memory (128.000mb (134217728 bytes)), Task "
+        "Off-Heap Memory (0 bytes), Managed Memory (2.000gb (2147483648 bytes)) and Network Memory (64.000mb (67108864 bytes)) "
+        "exceed configured Total Flink Memory (1.000gb (1073741824 bytes))."])
+    assert get_detector(SLUG).detect(incident_from_text(text, version="1.17.2")) == []
+
+
+def test_an_excerpt_of_the_parse_error_gives_this_runbook():
+    text = ("java.lang.IllegalArgumentException: Could not parse value '10 sek' for key 'execution.checkpointing.timeout'.\n"
+            "Caused by: java.lang.IllegalArgumentException: Time interval unit label 'sek' does not match any of the "
+            "recognized units: DAYS: (d | day | days), HOURS: (h | hour | hours)\n")
+    d = run_detectors(incident_from_text(text))
+    assert d.primary.runbook == SLUG and d.primary.root_cause.slug == "value-format-for-version"
+    assert d.primary.confidence <= 0.75
+    assert not [p for p in d.primary.patches if p.target == "flink"]  # no unit to guess from 'sek'
+
+
+def test_every_example_gives_its_expected_verdict(spark):
+    folders = sorted(p.parent for p in (DATA / SLUG).glob("*/expected.json"))
+    assert len(folders) >= 6
+    for path in folders:
+        expected = json.loads((path / "expected.json").read_text())
+        d = run_detectors(ingest([str(path)], spark))
+        got = (d.primary.runbook, d.primary.root_cause.slug) if d.primary else (None, None)
+        assert got == (expected["primary"], expected["root_cause"] if expected["primary"] else None), path.name
