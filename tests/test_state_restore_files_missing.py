@@ -146,3 +146,13 @@ def test_genuine_incremental_checkpoint_without_its_shared_files(spark):
     retained = next(p for p in primary.patches if p.key == "execution.checkpointing.num-retained")
     assert retained.proposed == "3"
     assert not any(f.runbook == "rocksdb-restore-corruption" for f in diagnosis.findings)  # missing, not corrupt
+
+
+def test_a_local_checkpoint_dir_on_a_three_machine_cluster(spark):
+    from flink_runbooks.collect.ingest import ingest
+
+    primary = run_detectors(ingest([str(example(SLUG, "local-checkpoint-dir-two-hosts-1.20"))], spark)).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "checkpoint-dir-not-shared")
+    assert primary.details["taskmanager_hosts"] == ["10.0.1.21", "10.0.1.22"]
+    [dir_patch] = [p for p in primary.patches if p.target == "flink"]
+    assert (dir_patch.key, dir_patch.current) == ("execution.checkpointing.dir", "file:///var/lib/flink/checkpoints")

@@ -188,7 +188,8 @@ class StateRestoreFilesMissing(Detector):
         add(event, {"no-metadata": "the snapshot directory has no _metadata",
                     "no-snapshot": "the snapshot directory does not exist",
                     "missing-file": "a state file the restore needs does not exist"}[kind])
-        later = next((ev for ev, k, _ in failures[1:] if ev is not event and k == kind), None)
+        later = next((ev for ev, k, _ in failures if ev is not event and k == kind and ev.role == event.role
+                      and _attempt_of(ev) not in (None, _attempt_of(event))), None)
         if later is not None and kind == "missing-file":
             add(later, "the next attempt fails the same way")
         summary = self._summary(cause, kind, missing, snapshot, hosts, local_dir, claims, shared_file, completed)
@@ -244,7 +245,7 @@ class StateRestoreFilesMissing(Detector):
         what = {"no-metadata": f"the snapshot {snapshot} has no _metadata file",
                 "no-snapshot": f"the snapshot {snapshot or missing} does not exist",
                 "missing-file": f"the state file {missing} does not exist"}[kind]
-        head = ("The job cannot start from its snapshot: " + what
+        head = ("The job cannot be restored from its snapshot: " + what
                 + (" (the JobManager refused the submission)." if kind != "missing-file"
                    else ", so every restore attempt fails the task.") + " ")
         if cause == "checkpoint-dir-not-shared":
@@ -321,6 +322,11 @@ class StateRestoreFilesMissing(Detector):
                     "cannot be restored; retention deletes subsumed ones, so do not restore a chk-N older than the "
                     "retained ones."))
         return patches
+
+
+def _attempt_of(ev: Event) -> str | None:
+    m = re.search(r"\(\d+/\d+\)#(\d+)", ev.message)
+    return m.group(1) if m else None
 
 
 def _attempts(failures: list[tuple[Event, str, str | None]], jm_side: list) -> int:
