@@ -111,7 +111,9 @@ class ClassloadingConflict(Detector):
     meaning = ("A class the job needs could not be loaded, was loaded twice by different class loaders (X cannot be "
                "cast to X), came from another version of its library (NoSuchMethodError), or was asked of a class "
                "loader that had already been closed.")
-    versions = "1.5 – 2.x (child-first class loading since 1.4; the closed-classloader check since 1.13)"
+    versions = ("1.10 – 2.x (Flink's own wordings checked in 1.10.3, 1.12.5, 1.17.2, 1.20.3 and 2.3.0; 'Trying to "
+                "access closed classloader' not in 1.10.3; the JVM's 'X cannot be cast to X' names both loaders on "
+                "Java 11 and later)")
     exception_classes = ("java.lang.ClassCastException", "java.lang.ClassNotFoundException",
                          "java.lang.NoClassDefFoundError", "java.lang.NoSuchMethodError", "java.lang.NoSuchFieldError",
                          "java.lang.AbstractMethodError", "java.lang.LinkageError",
@@ -128,13 +130,15 @@ class ClassloadingConflict(Detector):
     )
     wordings = (
         Wording(SLUG, r"Trying to access closed classloader\. Please check if you store classloaders directly or "
-                      r"indirectly in static fields", "1.13 – 2.x",
-                "FlinkUserCodeClassLoaders$SafetyNetWrapperClassLoader.ensureInner",
+                      r"indirectly in static fields", "1.12 – 2.x",
+                "FlinkUserCodeClassLoaders$SafetyNetWrapperClassLoader.ensureInner (checked in 1.12.5, 1.17.2, "
+                "1.20.3, 2.3.0)",
                 "java.lang.IllegalStateException: Trying to access closed classloader. Please check if you store "
                 "classloaders directly or indirectly in static fields. If the stacktrace suggests that the leak "
                 "occurs in a third party library and cannot be fixed immediately, you can disable this check with "
                 "the configuration 'classloader.check-leaked-classloader'."),
-        Wording(SLUG, r"Cannot load user class: [\w$.]+", "1.5 – 2.x", "StreamConfig.getStreamOperatorFactory",
+        Wording(SLUG, r"Cannot load user class: [\w$.]+", "1.10 – 2.x",
+                "StreamConfig.getStreamOperatorFactory (checked in 1.10.3, 1.12.5, 1.17.2, 1.20.3, 2.3.0)",
                 "org.apache.flink.streaming.runtime.tasks.StreamTaskException: Cannot load user class: "
                 "com.acme.pipeline.EnrichJob$Locate"),
     )

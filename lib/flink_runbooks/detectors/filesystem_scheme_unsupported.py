@@ -63,7 +63,8 @@ class FilesystemSchemeUnsupported(Detector):
     category = "dependencies"
     meaning = ("A path's scheme (s3://, gs://, hdfs://...) has no file system implementation in this process: its "
                "plugin is not in plugins/, Hadoop is not on the classpath, or the scheme is misspelled.")
-    versions = "1.10 – 2.x (file system plugins since 1.9; S3 only as a plugin since 1.10)"
+    versions = ("1.10 – 2.x (S3 only as a plugin since 1.10; the message names the plugins since 1.12, checked in "
+                "1.10.3, 1.12.5, 1.17.2, 1.20.3 and 2.3.0)")
     exception_classes = ("org.apache.flink.core.fs.UnsupportedFileSystemSchemeException",
                          "org.apache.hadoop.fs.UnsupportedFileSystemException")
     signatures = (
@@ -77,19 +78,21 @@ class FilesystemSchemeUnsupported(Detector):
     )
     wordings = (
         Wording(SLUG, r"Could not find a file system implementation for scheme '[^']*'\. The scheme is directly "
-                      r"supported by Flink through the following plugin", "1.13 – 2.x", "FileSystem.getUnguardedFileSystem",
+                      r"supported by Flink through the following plugin", "1.12 – 2.x",
+                "FileSystem.getUnguardedFileSystem (checked in 1.12.5, 1.17.2, 1.20.3, 2.3.0; not in 1.10.3)",
                 "org.apache.flink.core.fs.UnsupportedFileSystemSchemeException: Could not find a file system "
                 "implementation for scheme 's3'. The scheme is directly supported by Flink through the following "
                 "plugin(s): flink-s3-fs-hadoop, flink-s3-fs-presto. Please ensure that each plugin resides within "
                 "its own subfolder within the plugins directory."),
         Wording(SLUG, r"Could not find a file system implementation for scheme '[^']*'\. The scheme is not directly "
-                      r"supported by Flink and no Hadoop file system", "1.4 – 2.x", "FileSystem.getUnguardedFileSystem",
+                      r"supported by Flink and no Hadoop file system", "1.10 – 2.x",
+                "FileSystem.getUnguardedFileSystem (checked in 1.10.3, 1.12.5, 1.17.2, 1.20.3, 2.3.0)",
                 "org.apache.flink.core.fs.UnsupportedFileSystemSchemeException: Could not find a file system "
                 "implementation for scheme 'gcs'. The scheme is not directly supported by Flink and no Hadoop file "
                 "system to support this scheme could be loaded. For a full list of supported file systems, please "
                 "see https://nightlies.apache.org/flink/flink-docs-stable/ops/filesystems/."),
-        Wording(SLUG, r"Hadoop File System abstraction does not support scheme '[^']*'", "1.4 – 2.x",
-                "HadoopFsFactory.create",
+        Wording(SLUG, r"Hadoop File System abstraction does not support scheme '[^']*'", "1.10 – 2.x",
+                "HadoopFsFactory.create (checked in 1.10.3, 1.12.5, 1.17.2, 2.3.0)",
                 "org.apache.flink.core.fs.UnsupportedFileSystemSchemeException: Hadoop File System abstraction does "
                 "not support scheme 'gcs'. Either no file system implementation exists for that scheme, or the "
                 "relevant classes are missing from the classpath."),

@@ -62,7 +62,7 @@ class SqlConnectorMissing(Detector):
     category = "dependencies"
     meaning = ("A table's 'connector' (or 'format') names a factory that is not on the classpath of the process "
                "that planned the statement: the connector's SQL jar is missing there, or the identifier is misspelled.")
-    versions = "1.11 – 2.x (FactoryUtil and DynamicTableFactory since 1.11)"
+    versions = "1.12 – 2.x (FactoryUtil's wording checked in 1.12.5, 1.17.2 and 2.3.0; DynamicTableFactory since 1.11)"
     # ValidationException is every planning error's class (unsupported options, unknown columns...): the runbook is
     # about Flink's factory-discovery wording, not that class.
     exception_classes = ()
@@ -75,7 +75,7 @@ class SqlConnectorMissing(Detector):
     )
     wordings = (
         Wording(SLUG, r"Could not find any factory for identifier '[^']*' that implements '[\w$.]+' in the classpath",
-                "1.11 – 2.x", "FactoryUtil.discoverFactory",
+                "1.12 – 2.x", "FactoryUtil.discoverFactory (checked in 1.12.5, 1.17.2 and 2.3.0)",
                 "org.apache.flink.table.api.ValidationException: Could not find any factory for identifier 'kafka' "
                 "that implements 'org.apache.flink.table.factories.DynamicTableFactory' in the classpath."),
     )
