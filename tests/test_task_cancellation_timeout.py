@@ -133,12 +133,12 @@ def test_a_watchdog_without_the_stuck_stack_is_undetermined_and_says_what_to_col
     assert [p.key for p in f.patches] == ["restart the lost TaskManager"]
 
 
-def test_the_old_wording_before_1_11_is_read():
+def test_the_old_wording_up_to_1_12_is_read():
     lines = [_line("10:00:30,000", "WARN", T, f"Task '{TASK}' did not react to cancelling signal for 30 seconds, but "
                                                "is stuck in method:"),
              " com.acme.enrich.EnrichFunction.map(EnrichFunction.java:41)",
              "org.apache.flink.streaming.api.operators.StreamMap.processElement(StreamMap.java:41)", ""] + _watchdog("10:03:00,001")
-    [f] = _detect(lines, version="1.9.3")
+    [f] = _detect(lines, version="1.12.5")
     assert f.root_cause.slug == "user-code-ignores-cancellation"
 
 

@@ -28,7 +28,7 @@ SLUG = "task-cancellation-timeout"
 DEFAULT_TIMEOUT_MS = 180_000  # TaskManagerOptions.TASK_CANCELLATION_TIMEOUT, 1.x and 2.x
 DEFAULT_INTERVAL_MS = 30_000  # TaskManagerOptions.TASK_CANCELLATION_INTERVAL
 
-# Task.logTaskThreadStackTrace (1.11+) and TaskInterrupter (<= 1.10): the warning that carries the stuck stack.
+# Task.logTaskThreadStackTrace (1.13+) and TaskInterrupter (<= 1.12): the warning that carries the stuck stack.
 STUCK = re.compile(
     r"Task '(?P<task>[^']+)' did not react to cancelling signal(?: - (?P<action>interrupting|notifying TM); it is "
     r"stuck for (?P<secs>\d+) seconds in method:| for (?P<old_secs>\d+) seconds, but is stuck in method:)")
@@ -99,7 +99,7 @@ class TaskCancellationTimeout(Detector):
     category = "cluster"
     meaning = ("A cancelled task (job cancelled, or cancelled during a failover) did not leave its code within "
                "task.cancellation.timeout, so Flink declared a fatal error and the whole TaskManager JVM exited.")
-    versions = "1.3 – 2.x (the watchdog and its message unchanged; the stuck-thread warning reworded in 1.11)"
+    versions = "1.3 – 2.x (the watchdog and its message unchanged; the stuck-thread warning reworded in 1.13)"
     exception_classes = ("org.apache.flink.util.FlinkRuntimeException",)
     signatures = (
         r"did not react to cancelling signal",
@@ -110,15 +110,16 @@ class TaskCancellationTimeout(Detector):
     )
     wordings = (
         Wording(SLUG, r"did not react to cancelling signal for \d+ seconds, but is stuck in method",
-                "1.3 – 1.10", "org.apache.flink.runtime.taskmanager.Task$TaskInterrupter (read in 1.9.3)",
+                "1.3 – 1.12", "org.apache.flink.runtime.taskmanager.Task$TaskInterrupter (read in 1.9.3, 1.10.3, 1.11.4, "
+                "1.12.5)",
                 "Task 'Map (1/4)' did not react to cancelling signal for 30 seconds, but is stuck in method:"),
         Wording(SLUG, r"did not react to cancelling signal - (?:interrupting|notifying TM); it is stuck for \d+ seconds",
-                "1.11 – 2.x", "org.apache.flink.runtime.taskmanager.Task.logTaskThreadStackTrace (read in 1.13.6, "
+                "1.13 – 2.x", "org.apache.flink.runtime.taskmanager.Task.logTaskThreadStackTrace (read in 1.13.6, "
                 "1.17.2, 1.20.3, 2.3.0)",
                 "Task 'Source: order-ids -> enrich-orders (1/1)#0' did not react to cancelling signal - interrupting; "
                 "it is stuck for 2 seconds in method:"),
         Wording(SLUG, r"Task did not exit gracefully within \d+ \+ seconds",
-                "1.3 – 2.x", "org.apache.flink.runtime.taskmanager.Task$TaskCancelerWatchDog (read in 1.9.3, 1.13.6, "
+                "1.3 – 2.x", "org.apache.flink.runtime.taskmanager.Task$TaskCancelerWatchDog (read in 1.9.3 to 1.13.6, "
                 "1.17.2, 1.20.3, 2.3.0)",
                 "org.apache.flink.util.FlinkRuntimeException: Task did not exit gracefully within 180 + seconds."),
     )
