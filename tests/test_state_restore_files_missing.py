@@ -156,3 +156,13 @@ def test_a_local_checkpoint_dir_on_a_three_machine_cluster(spark):
     assert primary.details["taskmanager_hosts"] == ["10.0.1.21", "10.0.1.22"]
     [dir_patch] = [p for p in primary.patches if p.target == "flink"]
     assert (dir_patch.key, dir_patch.current) == ("execution.checkpointing.dir", "file:///var/lib/flink/checkpoints")
+
+
+def test_a_rollback_to_a_checkpoint_another_deployment_claimed(spark):
+    from flink_runbooks.collect.ingest import ingest
+
+    primary = run_detectors(ingest([str(example(SLUG, "claimed-checkpoint-rollback-1.20"))], spark)).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "claim-mode-deleted")
+    assert primary.details["what_is_missing"] == "the whole snapshot directory"
+    newest = next(p for p in primary.patches if p.target == "ops")
+    assert "b81f3d5a7c9e4b2d8f0a1c3e5b7d9f2a/chk-" in newest.snippet  # the job that claimed it owns its successors
