@@ -54,7 +54,8 @@ def test_flinkkafkaproducers_one_hour_default_refused_by_the_broker(spark):
     f = diagnosis.primary
     assert f.runbook == SLUG and f.root_cause.slug == "timeout-above-broker-max" and f.confidence >= 0.9
     # the restarts ran out, but the broker's refusal is the root cause, not the exhausted budget
-    assert "restart-strategy-exhausted" in [g.runbook for g in diagnosis.findings if not g.primary]
+    outcome = next(g for g in diagnosis.findings if g.runbook == "restart-strategy-exhausted")
+    assert not outcome.primary and outcome.root_cause.slug == "same-fault-every-attempt"
     assert "transaction.max.timeout.ms" in f.evidence[0].text
     assert "FlinkKafkaProducer asks for 1 h" in f.summary
     kafka = next(p for p in f.patches if p.target == "kafka")
@@ -79,6 +80,8 @@ def test_a_restore_after_the_timeout_is_data_loss():
     assert "lost" in f.summary and "data loss" in f.summary
     kafka = next(p for p in f.patches if p.target == "kafka")
     assert kafka.current == "900000" and int(kafka.proposed) > 95 * 60_000
+    assert kafka.current_source.startswith("ProducerConfig values")
+    assert "restored checkpoint 212, 94 min" in f.evidence[-1].note
     assert any(p.key == "raise transaction.max.timeout.ms on the brokers" for p in f.patches)
     assert any(p.key == "find and replay the lost records" for p in f.patches)
 

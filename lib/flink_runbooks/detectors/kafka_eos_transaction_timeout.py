@@ -141,6 +141,7 @@ class KafkaEosTransactionTimeout(Detector):
         excerpt = is_excerpt(incident)
         details = {
             "transaction_timeout": _fmt(timeout_ms) + (f" ({timeout_where})" if timeout_where else ""),
+            "transaction_timeout_source": timeout_where or "not in the logs",
             "checkpoint_interval": _fmt(interval_ms) + (f" ({interval_where})" if interval_where else ""),
             "sink": _sink_api(incident, errors),
         }
@@ -206,7 +207,7 @@ class KafkaEosTransactionTimeout(Detector):
             "At most the brokers' transaction.max.timeout.ms (900000 ms by default). It bounds how long the job may "
             "be down before a restore loses data: if outages can last longer, raise the brokers' maximum instead.",
             current=str(timeout_ms) if timeout_ms is not None else None,
-            current_source=details["transaction_timeout"] if timeout_ms is not None else None)]
+            current_source=details["transaction_timeout_source"] if timeout_ms is not None else None)]
         patches.append(self.ops_patch(
             "raise transaction.max.timeout.ms on the brokers",
             "The alternative that keeps a long timeout (a long restore window): set transaction.max.timeout.ms on "
@@ -239,7 +240,7 @@ class KafkaEosTransactionTimeout(Detector):
             "should survive without data loss. Above the brokers' transaction.max.timeout.ms (15 min by default) "
             "the brokers' maximum must be raised first.",
             current=str(timeout_ms) if timeout_ms is not None else None,
-            current_source=details["transaction_timeout"].split(" (", 1)[-1].rstrip(")") if timeout_ms else None)]
+            current_source=details["transaction_timeout_source"] if timeout_ms is not None else None)]
         if proposed > BROKER_DEFAULT_MAX_TIMEOUT_MS:
             patches.append(self.ops_patch(
                 "raise transaction.max.timeout.ms on the brokers",
@@ -256,7 +257,13 @@ class KafkaEosTransactionTimeout(Detector):
             "offsets or a savepoint taken before the outage)."))
         notes = {i: "a restored transaction the broker had aborted" if e.kind in ("recovery-commit", "open-too-long")
                  else "the producer was fenced" for i, e in enumerate(errors[:3])}
-        return self.finding("transaction-timeout-too-short", summary, [e.event for e in errors[:3]], notes=notes,
+        evidence = [e.event for e in errors[:3]]
+        restored = [r for r in restores(incident) if r.downtime_s is not None]
+        if after_restore and restored:
+            notes[len(evidence)] = (f"the job restored checkpoint {restored[-1].checkpoint_id}, "
+                                    f"{_fmt(int(restored[-1].downtime_s * 1000))} after it completed")
+            evidence.append(restored[-1].event)
+        return self.finding("transaction-timeout-too-short", summary, evidence, notes=notes,
                             confidence=0.7 if excerpt else 0.9, patches=patches, details=details, severity="failure")
 
     def _expired(self, incident, errors, pid, timeout_ms, gap_s, details, excerpt) -> Finding:
@@ -275,7 +282,8 @@ class KafkaEosTransactionTimeout(Detector):
             patches.append(self.kafka_patch(
                 "transaction.timeout.ms", str(proposed),
                 "Longer than the longest time between two completed checkpoints, so a slow checkpoint does not let "
-                "the broker abort its transaction.", current=str(timeout_ms)))
+                "the broker abort its transaction.", current=str(timeout_ms),
+                current_source=details["transaction_timeout_source"]))
             if proposed > BROKER_DEFAULT_MAX_TIMEOUT_MS:
                 patches.append(self.ops_patch("raise transaction.max.timeout.ms on the brokers",
                                               f"Needed for a {_fmt(proposed)} producer timeout."))

@@ -117,8 +117,8 @@ def conf_file(conf: dict[str, str]) -> str:
     return "".join(f"{k}: {v}\n" for k, v in conf.items())
 
 
-def init_producer_failure_2_4(log: Log, attempt: str, state: str = "INITIALIZING") -> None:
-    log("WARN", TASK, f"{SINK113} (1/2)#{attempt[-1]} ({attempt}) switched from {state} to FAILED with failure cause: "
+def init_producer_failure_2_4(log: Log, attempt: str, number: int, state: str = "INITIALIZING") -> None:
+    log("WARN", TASK, f"{SINK113} (1/2)#{number} ({attempt}) switched from {state} to FAILED with failure cause: "
         "org.apache.kafka.common.KafkaException: Unexpected error in InitProducerIdResponse; The transaction timeout "
         "is larger than the maximum value allowed by the broker (as configured by transaction.max.timeout.ms).",
         "\tat org.apache.kafka.clients.producer.internals.TransactionManager$InitProducerIdHandler.handleResponse(TransactionManager.java:1151)",
@@ -166,7 +166,7 @@ def timeout_above_max_113(out: pathlib.Path) -> None:
         app_info(tm, "2.4.1", "c57222ae8cd7866b", epoch(tm))
         tm("INFO", "org.apache.kafka.clients.Metadata",
            f"[Producer clientId=producer-{tid}, transactionalId={tid}] Cluster ID: 4L6g3nShT-eMCtK--X86sw", step=212)
-        init_producer_failure_2_4(tm, att)
+        init_producer_failure_2_4(tm, att, i)
         tm("INFO", TASK, f"Freeing task resources for {SINK113} (1/2)#{i} ({att}).")
         jm.at(tm.t.strftime("%Y-%m-%d %H:%M:%S.%f"), 20)
         jm("INFO", EXEC, f"{SINK113} (1/2) ({att}) switched from INITIALIZING to FAILED on 10.0.3.17:40213-6a9c1f "
