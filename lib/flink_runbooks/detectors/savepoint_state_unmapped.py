@@ -45,7 +45,7 @@ class SavepointStateUnmapped(Detector):
                "does not have, so the JobManager refused to start it: the operator's id changed or it was removed.")
     # JobInitializationException wraps any failure of a JobMaster's start: not evidence for this runbook alone.
     exception_classes = ("java.lang.IllegalStateException",)
-    versions = "1.3 – 2.x (same wording in 1.9.3, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)"
+    versions = "1.9 – 2.x (same wording in 1.9.3, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)"
     signatures = (
         r"Cannot map checkpoint/savepoint state for operator [0-9a-f]{32} to the new program",
         r"Starting job [0-9a-f]{32} from savepoint ",
@@ -56,8 +56,8 @@ class SavepointStateUnmapped(Detector):
         Wording("savepoint-state-unmapped",
                 r"Cannot map checkpoint/savepoint state for operator [0-9a-f]{32} to the new program, because the "
                 r"operator is not available in the new program",
-                "1.3 – 2.x", "o.a.f.runtime.checkpoint.Checkpoints#throwNonRestoredStateException (loadAndValidateCheckpoint "
-                "before 1.15)",
+                "1.9 – 2.x", "o.a.f.runtime.checkpoint.Checkpoints#throwNonRestoredStateException (loadAndValidateCheckpoint "
+                "in older releases; the same text in 1.9.3, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)",
                 "java.lang.IllegalStateException: Failed to rollback to checkpoint/savepoint file:/data/flink/"
                 "savepoints/savepoint-e3719e-79ecd409895c. Cannot map checkpoint/savepoint state for operator "
                 "0da08f51eaa85fc298e176a139b3649a to the new program, because the operator is not available in the "

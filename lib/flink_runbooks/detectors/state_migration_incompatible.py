@@ -3,7 +3,7 @@
 Keyed state is checked twice on restore: the key serializer when the keyed backend is built (``The new key serializer
 (<new>) must be compatible with the previous key serializer (<old>).``), each state's value serializer when the job
 first asks for the state (``[For heap backends, ]The new state serializer (<new>) must not be incompatible with the
-old state serializer (<old>).``). Flink 1.5 – 1.12 said the same without naming the serializers. What to do depends
+old state serializer (<old>).``). Flink 1.9 – 1.12 said the same without naming the serializers. What to do depends
 on what changed, which the two serializers show:
 
 - the key type (``keyBy`` returns another type);
@@ -56,7 +56,7 @@ class StateMigrationIncompatible(Detector):
                "since the snapshot was taken.")
     exception_classes = ("org.apache.flink.util.StateMigrationException",
                          "org.apache.flink.runtime.state.BackendBuildingException")
-    versions = "1.5 – 2.x (serializers named in the message since 1.13)"
+    versions = "1.9 – 2.x (serializers named in the message since 1.13)"
     signatures = (
         r"StateMigrationException",
         r"NoSuchMethodException: [\w.$]+\.<init>\(\)",
@@ -65,7 +65,7 @@ class StateMigrationIncompatible(Detector):
     )
     wordings = (
         Wording("state-migration-incompatible", r"The new key serializer must be compatible\.",
-                "1.5 – 1.12", "HeapRestoreOperation / AbstractRocksDBRestoreOperation (1.9.3)",
+                "1.9 – 1.12", "HeapRestoreOperation / AbstractRocksDBRestoreOperation (1.9.3)",
                 "org.apache.flink.util.StateMigrationException: The new key serializer must be compatible."),
         Wording("state-migration-incompatible",
                 r"The new key serializer \(.*\) must be compatible with the previous key serializer \(.*\)\.",
@@ -76,7 +76,7 @@ class StateMigrationIncompatible(Detector):
                 "apache.flink.api.common.typeutils.base.StringSerializer@4d9c7cb5)."),
         Wording("state-migration-incompatible",
                 r"(?:For heap backends, the|The) new state serializer (?:must not|cannot) be incompatible\.",
-                "1.5 – 1.12", "HeapKeyedStateBackend / RocksDBKeyedStateBackend (1.9.3)",
+                "1.9 – 1.12", "HeapKeyedStateBackend / RocksDBKeyedStateBackend (1.9.3)",
                 "org.apache.flink.util.StateMigrationException: For heap backends, the new state serializer must not "
                 "be incompatible."),
         Wording("state-migration-incompatible",
@@ -144,7 +144,7 @@ class StateMigrationIncompatible(Detector):
         confidence = {"key-type-changed": 0.9, "kryo-pojo-switch": 0.9, "state-type-changed": 0.85,
                       "undetermined": 0.45}[cause]
         if best.kind in ("key", "state") and best.new is None:
-            confidence -= 0.15  # the wording of 1.5 – 1.12: the serializers are not named
+            confidence -= 0.15  # the wording of 1.9 – 1.12: the serializers are not named
         if is_excerpt(incident) and cause != "undetermined":
             confidence -= 0.1
         restored = restored_snapshots(incident)

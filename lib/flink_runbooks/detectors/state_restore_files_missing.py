@@ -60,7 +60,7 @@ class StateRestoreFilesMissing(Detector):
     meaning = ("A job restores a checkpoint or savepoint whose files are not there (FileNotFoundException, missing "
                "_metadata): the directory is not shared by all hosts, or the files were deleted.")
     exception_classes = ("java.io.FileNotFoundException", "org.apache.flink.util.FlinkException")
-    versions = "1.3 – 2.x"
+    versions = "1.9 – 2.x"
     signatures = (
         r"Cannot find meta data file '_metadata' in directory",
         r"Cannot find checkpoint or savepoint file/directory",
@@ -74,14 +74,14 @@ class StateRestoreFilesMissing(Detector):
     wordings = (
         Wording("state-restore-files-missing",
                 r"Cannot find meta data file '_metadata' in directory '[^']+'",
-                "1.3 – 2.x", "AbstractFsCheckpointStorage(Access)#resolveCheckpointPointer (1.9.3, 1.13.6, 1.17.2, "
+                "1.9 – 2.x", "AbstractFsCheckpointStorage(Access)#resolveCheckpointPointer (1.9.3, 1.13.6, 1.17.2, "
                 "1.20.3, 2.3.0)",
                 "java.io.FileNotFoundException: Cannot find meta data file '_metadata' in directory '/data/flink/"
                 "savepoints/savepoint-a1b2c3-0123456789ab'. Please try to load the checkpoint/savepoint directly "
                 "from the metadata file instead of the directory."),
         Wording("state-restore-files-missing",
                 r"Cannot find checkpoint or savepoint file/directory '[^']+' on file system",
-                "1.3 – 2.x", "AbstractFsCheckpointStorage(Access)#resolveCheckpointPointer",
+                "1.9 – 2.x", "AbstractFsCheckpointStorage(Access)#resolveCheckpointPointer (1.9.3, 1.20.3, 2.3.0)",
                 "java.io.FileNotFoundException: Cannot find checkpoint or savepoint file/directory 'file:/data/flink/"
                 "checkpoints/3f1c9e0a7b2d4c6e8f0a1b2c3d4e5f60/chk-12' on file system 'file'."),
     )
