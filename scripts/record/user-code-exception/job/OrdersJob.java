@@ -18,7 +18,8 @@ import org.slf4j.LoggerFactory;
 
 /**
  * An orders pipeline whose behaviour is chosen by its first argument, to provoke the failures of the user-code and
- * serialization runbooks: ok | poison | handled | deploy-v2 | enrich <url> | generic | kryo | nonserializable.
+ * serialization runbooks: ok | poison | handled | deploy-v2 | enrich <url> | generic | kryo | kryo-mutable |
+ * nonserializable.
  */
 public class OrdersJob {
 
@@ -68,6 +69,9 @@ public class OrdersJob {
             case "generic":
             case "kryo":
                 out = ids.map(new ToOrder()).keyBy(new ByCurrency()).map(new Describe());
+                break;
+            case "kryo-mutable":
+                out = ids.map(new ToMutableOrder()).keyBy(new ByCurrency()).map(new Describe());
                 break;
             case "nonserializable":
                 out = ids.map(new Price());
@@ -150,6 +154,14 @@ public class OrdersJob {
         @Override
         public Order map(Long v) {
             return new Order(v, v % 2 == 0 ? "EUR" : "USD", Collections.unmodifiableList(List.of("web", "id" + v)));
+        }
+    }
+
+    public static class ToMutableOrder implements MapFunction<Long, Order> {
+        @Override
+        public Order map(Long v) {
+            // a plain ArrayList, which Kryo writes and reads back
+            return new Order(v, v % 2 == 0 ? "EUR" : "USD", new java.util.ArrayList<>(List.of("web", "id" + v)));
         }
     }
 

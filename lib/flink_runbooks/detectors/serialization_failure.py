@@ -1,0 +1,268 @@
+"""Records or functions Flink cannot serialize: generic types disabled, Kryo on Java 17 without ``--add-opens``, a
+type that is not a POJO going through Kryo, a function holding a field that is not ``Serializable``, an Avro record
+with a null in a non-nullable field.
+
+Causes told apart from Flink's own message and what the processes logged (:mod:`~flink_runbooks.evidence.serialization`):
+- ``generic-types-disabled``: "Generic types have been disabled ... type X is treated as a generic type" (with
+  ``pipeline.generic-types: false`` and, when the client log is there, the TypeExtractor INFO saying why X is no POJO).
+- ``missing-add-opens``: ``InaccessibleObjectException`` "module java.base does not "opens java.util"" on Java 17,
+  and the failing process's logged JVM options hold no ``--add-opens`` for that package.
+- ``not-a-pojo``: a Kryo failure (buffer underflow, unregistered class) for a type Flink logged as "cannot be used
+  as a POJO type ... must be processed as GenericType".
+- ``non-serializable-closure``: "... is not serializable. The object probably contains or references non
+  serializable fields" (the client's ClosureCleaner), the field's class from ``NotSerializableException``.
+- ``avro-null-field``: Avro's "null of <type> in field <f>": a record with null where the schema has no null.
+"""
+from __future__ import annotations
+
+from flink_runbooks.detectors.base import Detector
+from flink_runbooks.evidence.episodes import is_excerpt
+from flink_runbooks.evidence.serialization import KIND_ORDER, failures, generic_types, jvm_views, opens_package
+from flink_runbooks.evidence.serialization import SerializationFailure as Report
+from flink_runbooks.model import Finding, Incident, RootCause
+from flink_runbooks.parse.flink_messages import Wording
+
+# The module options Flink >= 1.18 ships in its default configuration for Java 17 (conf/config.yaml of 1.20).
+JAVA17_OPENS = (
+    "--add-exports=java.base/sun.net.util=ALL-UNNAMED --add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED "
+    "--add-exports=jdk.compiler/com.sun.tools.javac.api=ALL-UNNAMED "
+    "--add-exports=jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED "
+    "--add-exports=jdk.compiler/com.sun.tools.javac.parser=ALL-UNNAMED "
+    "--add-exports=jdk.compiler/com.sun.tools.javac.tree=ALL-UNNAMED "
+    "--add-exports=jdk.compiler/com.sun.tools.javac.util=ALL-UNNAMED "
+    "--add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED "
+    "--add-opens=java.base/java.lang=ALL-UNNAMED --add-opens=java.base/java.net=ALL-UNNAMED "
+    "--add-opens=java.base/java.io=ALL-UNNAMED --add-opens=java.base/java.nio=ALL-UNNAMED "
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED --add-opens=java.base/java.lang.reflect=ALL-UNNAMED "
+    "--add-opens=java.base/java.text=ALL-UNNAMED --add-opens=java.base/java.time=ALL-UNNAMED "
+    "--add-opens=java.base/java.util=ALL-UNNAMED --add-opens=java.base/java.util.concurrent=ALL-UNNAMED "
+    "--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED "
+    "--add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED")
+
+POJO_SNIPPET = """\
+// A POJO Flink serializes itself (no Kryo): public class, public no-argument constructor, every field public
+// and non-final or reachable through a getter and setter, field types Flink knows.
+public class {name} {{
+    public long id;
+    public String currency;
+    public List<String> tags;   // or a Flink-known type; declare it with Types.LIST(Types.STRING) if needed
+    public {name}() {{}}
+}}
+// Or declare the type explicitly where it is produced:
+//   .returns(Types.POJO({name}.class))   /   @TypeInfo({name}TypeInfoFactory.class)"""
+
+TRANSIENT_SNIPPET = """\
+public class {function} extends RichMapFunction<...> {{
+    private transient {field} client;           // not serialized with the function
+
+    @Override
+    public void open(OpenContext ctx) {{          // open(Configuration) before Flink 1.19
+        client = new {field}(...);              // created on the TaskManager, once per parallel instance
+    }}
+}}"""
+
+AVRO_SNIPPET = """\
+// Avro schema: let the field be null (a union with "null", default null)
+{{"name": "{field}", "type": ["null", "string"], "default": null}}
+// or fill the field before the record reaches the Avro serializer"""
+
+
+class SerializationFailure(Detector):
+    slug = "serialization-failure"
+    title = "Records or functions cannot be serialized"
+    category = "job-code"
+    meaning = ("Flink could not serialize a record type or a user function: the job fails when it is built in "
+               "the client (generic types disabled, a function that is not Serializable) or when records cross the "
+               "network or are copied (Kryo, Avro).")
+    versions = "1.9 – 2.x (Java 17 module checks with Flink >= 1.18 / Java 17; Kryo 5 since 2.0)"
+    exception_classes = ("java.lang.UnsupportedOperationException", "java.lang.reflect.InaccessibleObjectException",
+                         "com.esotericsoftware.kryo.KryoException",
+                         "org.apache.flink.api.common.InvalidProgramException", "java.io.NotSerializableException",
+                         "org.apache.avro.AvroRuntimeException")
+    signatures = (
+        r"Generic types have been disabled in the ExecutionConfig and type .* is treated as a generic type",
+        r"accessible: module [\w.]+ does not \"opens [\w.]+\" to unnamed module",
+        r"KryoException|Encountered unregistered class ID|Class is not registered: ",
+        r"is not serializable\. The object probably contains or references non serializable fields",
+        r"java\.io\.NotSerializableException: ",
+        r"null (?:value )?(?:of|for) [\w.\[\]]+ in field \w+",
+        r"cannot be used as a POJO type|must be processed as GenericType",
+        r"JVM: .* - \d+(?:\.\d+)*/|JVM Options:|--add-opens[= ]",
+    )
+    wordings = (
+        Wording("serialization-failure",
+                r"Generic types have been disabled in the ExecutionConfig and type .* is treated as a generic type",
+                "1.9 – 2.x", "org.apache.flink.api.java.typeutils.GenericTypeInfo",
+                "java.lang.UnsupportedOperationException: Generic types have been disabled in the ExecutionConfig and "
+                "type com.acme.orders.OrdersJob$Order is treated as a generic type."),
+        Wording("serialization-failure",
+                r"is not serializable\. The object probably contains or references non serializable fields",
+                "1.9 – 2.x", "org.apache.flink.api.java.ClosureCleaner",
+                "org.apache.flink.api.common.InvalidProgramException: com.acme.orders.OrdersJob$Price@5e5792a0 is not "
+                "serializable. The object probably contains or references non serializable fields."),
+    )
+    root_causes = (
+        RootCause("generic-types-disabled", "The job forbids generic types (pipeline.generic-types: false) and a "
+                  "type it uses is not a POJO, so Flink would need Kryo for it.",
+                  "'Generic types have been disabled ... type X is treated as a generic type'.",
+                  patches=("code:make the type a POJO or declare its type information",
+                           "flink:pipeline.generic-types")),
+        RootCause("missing-add-opens", "Java 17 forbids reflection into the JDK's packages unless the JVM opens "
+                  "them; the process ran without Flink's --add-opens list (env.java.opts.all).",
+                  "InaccessibleObjectException 'does not \"opens <package>\" to unnamed module', and the process's "
+                  "logged JVM options without --add-opens for that package.",
+                  patches=("flink:env.java.opts.all", "flink:env.java.opts"),
+                  versions="Java 17+; the list ships with Flink >= 1.18",
+                  would_change="The JVM options logged by the failing process holding --add-opens for the package "
+                               "(then a library's own reflection: undetermined)."),
+        RootCause("not-a-pojo", "A type that is not a valid POJO goes through Kryo, and Kryo fails on it (fields "
+                  "Kryo cannot read back, unregistered classes, buffer underflow).",
+                  "A Kryo failure and Flink's INFO 'Class X cannot be used as a POJO type ... must be processed as "
+                  "GenericType' for the job's type.",
+                  patches=("code:make the type a POJO or declare its type information",)),
+        RootCause("non-serializable-closure", "A function of the job holds a field whose class is not "
+                  "Serializable; Flink serializes functions into the job graph, so the client refuses the job.",
+                  "'... is not serializable. The object probably contains or references non serializable fields' "
+                  "(and NotSerializableException naming the field's class).",
+                  patches=("code:make the field transient and create it in open()",)),
+        RootCause("avro-null-field", "An Avro record has null in a field whose schema does not allow null.",
+                  "Avro's 'null of <type> in field <name>'.",
+                  patches=("code:make the Avro field nullable or fill it",)),
+        RootCause("undetermined", "A serializer failed, but the logs do not show which type or why.",
+                  "A Kryo or Avro exception without Flink's note of the generic type.",
+                  patches=("ops:collect the client log",),
+                  next_evidence="the client's log of the job submission (TypeExtractor INFO lines naming the types "
+                                "processed as GenericType), the record type's class and the JVM's Java version."),
+    )
+
+    def detect(self, incident: Incident) -> list[Finding]:
+        found = failures(incident)
+        if not found:
+            return []
+        first = min(found, key=lambda f: (KIND_ORDER.index(f.kind), incident.events.index(f.event)))
+        same = [f for f in found if f.kind == first.kind]
+        generics = generic_types(incident)
+        views = jvm_views(incident)
+        cause, extra, notes, details = self._judge(incident, first, generics, views)
+        evidence = [first.event] + [ev for ev in extra if ev is not first.event]
+        notes = {0: f"Flink's message: {first.detail[:160]}", **notes}
+        details = {"failure": first.detail[:300], "reports": len(same), **details}
+        confidence = {"undetermined": 0.45}.get(cause, 0.9)
+        if is_excerpt(incident):
+            confidence = min(confidence, 0.7)
+        summary = self._summary(incident, cause, first, details)
+        return [self.finding(cause, summary, evidence, confidence=confidence, notes=notes, details=details,
+                             patches=self._patches(incident, cause, first, details))]
+
+    def _judge(self, incident: Incident, first: Report, generics, views):
+        notes: dict[int, str] = {}
+        extra = []
+        details: dict = {}
+        if first.kind == "generic-disabled":
+            details["type"] = first.subject
+            why = next((g for g in generics if g.type == first.subject), None)
+            if why:
+                extra.append(why.event)
+                notes[len(extra)] = "Flink's own note why the type is not a POJO"
+                details["why_not_a_pojo"] = why.event.message[:300]
+            setting = incident.config.lookup("pipeline.generic-types")
+            if setting:
+                details["pipeline.generic-types"] = f"{setting.value} ({setting.source})"
+            return "generic-types-disabled", extra, notes, details
+        if first.kind == "inaccessible":
+            package = first.subject or "java.util"
+            failing = next((v for v in views if v.file == first.event.file), None)
+            details["package"] = package
+            details["java"] = next((v.java_major for v in views if v.java_major), "unknown")
+            if failing and failing.options_logged:
+                details["failing_process_opens_it"] = opens_package(failing, package)
+                if failing.event is not None:
+                    extra.append(failing.event)
+                    notes[len(extra)] = ("the JVM options this process logged at start-up"
+                                         + ("" if details["failing_process_opens_it"] else
+                                            f": no --add-opens for {package}"))
+                if details["failing_process_opens_it"]:
+                    return "undetermined", extra, notes, details
+            return "missing-add-opens", extra, notes, details
+        if first.kind == "not-serializable":
+            details["field_class"] = first.subject
+            return "non-serializable-closure", extra, notes, details
+        if first.kind == "avro-null":
+            details["field"] = first.subject
+            return "avro-null-field", extra, notes, details
+        if first.kind == "kryo" and generics:
+            extra.append(generics[0].event)
+            notes[len(extra)] = "Flink's note: this type goes through Kryo"
+            details["generic_types"] = sorted({g.type for g in generics})[:5]
+            return "not-a-pojo", extra, notes, details
+        return "undetermined", extra, notes, details
+
+    def _summary(self, incident: Incident, cause: str, first: Report, details: dict) -> str:
+        where = _where(first)
+        if cause == "generic-types-disabled":
+            text = (f"{where} Generic types are disabled (pipeline.generic-types: false) and {first.subject} is not a "
+                    f"POJO, so Flink would need Kryo for it.")
+            if "why_not_a_pojo" in details:
+                text += " Flink logged why: " + details["why_not_a_pojo"].split(" - ", 1)[-1][:200]
+            return text
+        if cause == "missing-add-opens":
+            return (f"{where} Java {details.get('java', '17+')} refused reflection into {details['package']} "
+                    f"({first.detail[:160]}): the process ran without Flink's --add-opens list, which Flink >= 1.18 "
+                    f"ships in env.java.opts.all.")
+        if cause == "non-serializable-closure":
+            return (f"{where} A function of the job holds a field of class {first.subject}, which is not "
+                    f"Serializable; Flink serializes every function into the job graph.")
+        if cause == "avro-null-field":
+            return f"{where} An Avro record has null in field '{first.subject}', which its schema does not allow."
+        if cause == "not-a-pojo":
+            return (f"{where} Kryo failed ({first.detail[:160]}) on records of a type Flink logged as not a POJO "
+                    f"({', '.join(details['generic_types'])}): Kryo serializes it field by field and cannot read it "
+                    f"back.")
+        return (f"{where} A serializer failed ({first.detail[:200]}), but the logs do not show which type or why.")
+
+    def _patches(self, incident: Incident, cause: str, first: Report, details: dict):
+        if cause in ("generic-types-disabled", "not-a-pojo"):
+            name = (first.subject or (details.get("generic_types") or ["MyType"])[0]).rsplit(".", 1)[-1].split("$")[-1]
+            out = [self.code_patch("make the type a POJO or declare its type information",
+                                   POJO_SNIPPET.format(name=name),
+                                   f"{first.subject or name} is not a POJO (Flink's INFO says why): a POJO gets "
+                                   "Flink's own serializer, which is faster than Kryo and supports schema evolution.")]
+            if cause == "generic-types-disabled":
+                out.append(self.flink_patch(
+                    incident, "pipeline.generic-types", "true",
+                    "Only if Kryo for this type is acceptable (slower, no state schema evolution): generic types were "
+                    "disabled precisely to catch such types."))
+            return out
+        if cause == "missing-add-opens":
+            v = incident.version_tuple
+            key = "env.java.opts.all" if not v or tuple(v[:2]) >= (1, 17) else "env.java.opts"
+            return [self.flink_patch(
+                incident, key, JAVA17_OPENS,
+                f"The --add-opens/--add-exports list of Flink's default configuration: it opens "
+                f"{details.get('package', 'java.util')} (and the other JDK packages Kryo and Flink reflect into) to "
+                f"every Flink JVM. Restart the cluster (the client reads it too) after changing it.")]
+        if cause == "non-serializable-closure":
+            field = (first.subject or "Client").rsplit(".", 1)[-1].split("$")[-1]
+            return [self.code_patch("make the field transient and create it in open()",
+                                    TRANSIENT_SNIPPET.format(function="MyFunction", field=field),
+                                    f"{first.subject} cannot be serialized with the function: create it on the "
+                                    "TaskManager in open() and mark the field transient.")]
+        if cause == "avro-null-field":
+            return [self.code_patch("make the Avro field nullable or fill it",
+                                    AVRO_SNIPPET.format(field=first.subject),
+                                    f"The schema of field '{first.subject}' has no null branch.")]
+        return [self.ops_patch("collect the client log",
+                               "The client log of the submission names every type Flink processes as GenericType "
+                               "(TypeExtractor, INFO) and the Java version.",
+                               snippet="grep -n -E 'GenericType|JVM: ' log/flink-*-client-*.log")]
+
+
+def _where(first: Report) -> str:
+    ev = first.event
+    name = ev.file.rsplit("/", 1)[-1]
+    if name.endswith(".out") or "client" in name or ev.role == "client":
+        return f"The client could not build or submit the job ({name})."
+    if "taskexecutor" in name or ev.role == "taskmanager":
+        return f"A task failed on the TaskManager ({name})."
+    return f"The job failed ({name})."
+

@@ -1,0 +1,101 @@
+"""Detector serialization-failure: generic types disabled, Kryo on Java 17 without --add-opens, a non-POJO through Kryo,
+a function holding a non-serializable field, an Avro null; each from Flink's own message and what the processes
+logged."""
+from __future__ import annotations
+
+import json
+
+from conftest import DATA, example, incident_from_text
+from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.detectors import get_detector
+from flink_runbooks.diagnose import run_detectors
+
+SLUG = "serialization-failure"
+
+
+def _primary(spark, name):
+    d = run_detectors(ingest([str(example(SLUG, name))], spark))
+    return d, d.primary
+
+
+def test_generic_types_disabled_names_the_type_and_why_it_is_no_pojo(spark):
+    for name in ("generic-types-disabled-1.17", "generic-types-disabled-2.3"):
+        d, f = _primary(spark, name)
+        assert (f.runbook, f.root_cause.slug) == (SLUG, "generic-types-disabled"), name
+        assert f.details["type"] == "com.acme.orders.OrdersJob$Order"
+        assert "not all fields are valid POJO fields" in f.details["why_not_a_pojo"]
+        assert f.details["pipeline.generic-types"].startswith("false")
+        code, flag = f.patches
+        assert code.target == "code" and "public Order() {}" in code.snippet
+        assert (flag.key, flag.current, flag.proposed) == ("pipeline.generic-types", "false", "true")
+        assert not any(x.runbook in ("user-code-exception", "unrecognised-failure") for x in d.findings), name
+
+
+def test_java17_without_add_opens_in_the_client(spark):
+    d, f = _primary(spark, "missing-add-opens-client-2.3")
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "missing-add-opens")
+    assert f.details["package"] == "java.util" and f.details["java"] == 17
+    [patch] = f.patches
+    assert patch.key == "env.java.opts.all" and "--add-opens=java.base/java.util=ALL-UNNAMED" in patch.proposed
+
+
+def test_kryo_on_java17_in_the_taskmanager_without_add_opens(spark):
+    d, f = _primary(spark, "kryo-missing-add-opens-1.20")
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "missing-add-opens")
+    assert f.details["failing_process_opens_it"] is False  # the TaskManager's logged JVM options lack the list
+    assert any("JVM Options" in e.text or "JVM options" in e.note for e in f.evidence)
+    assert f.patches[0].key == "env.java.opts.all"
+
+
+def test_a_function_with_a_non_serializable_field(spark):
+    d, f = _primary(spark, "non-serializable-field-1.20")
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "non-serializable-closure")
+    assert f.details["field_class"] == "com.acme.orders.OrdersJob$PricingClient"
+    assert "private transient PricingClient client" in f.patches[0].snippet
+
+
+def test_kryo_failure_of_a_type_flink_logged_as_generic_is_not_a_pojo():
+    text = "\n".join([
+        "2024-05-02 10:00:00,000 INFO  org.apache.flink.api.java.typeutils.TypeExtractor [] - Class class com.acme.Event "
+        "cannot be used as a POJO type because not all fields are valid POJO fields, and must be processed as GenericType. "
+        "Please read the Flink documentation on \"Data Types & Serialization\" for details of the effect on performance "
+        "and schema evolution.",
+        "2024-05-02 10:05:00,000 WARN  org.apache.flink.runtime.taskmanager.Task [] - window (1/2)#0 (ab_cd_0_0) switched "
+        "from RUNNING to FAILED with failure cause:",
+        "com.esotericsoftware.kryo.KryoException: Encountered unregistered class ID: 13994",
+        "\tat com.esotericsoftware.kryo.util.DefaultClassResolver.readClass(DefaultClassResolver.java:119)"])
+    [f] = get_detector(SLUG).detect(incident_from_text(text, version="1.18.1"))
+    assert f.root_cause.slug == "not-a-pojo" and f.details["generic_types"] == ["com.acme.Event"]
+    assert "public Event() {}" in f.patches[0].snippet
+
+
+def test_kryo_failure_without_the_generic_type_note_is_undetermined_and_says_what_to_collect():
+    text = ("com.esotericsoftware.kryo.KryoException: java.lang.IndexOutOfBoundsException: Index 110 out of bounds for length 4\n"
+            "Serialization trace:\nitems (com.acme.Basket)\n")
+    d = run_detectors(incident_from_text(text))
+    assert d.primary.runbook == SLUG and d.primary.root_cause.slug == "undetermined"
+    assert "TypeExtractor" in d.primary.summary and d.primary.confidence <= 0.5
+
+
+def test_avro_null_in_a_non_nullable_field():
+    text = ("java.lang.NullPointerException: null of string in field email of com.acme.Customer\n"
+            "\tat org.apache.avro.generic.GenericDatumWriter.npe(GenericDatumWriter.java:184)\n")
+    d = run_detectors(incident_from_text(text))
+    assert (d.primary.runbook, d.primary.root_cause.slug) == (SLUG, "avro-null-field")
+    assert '"name": "email", "type": ["null", "string"]' in d.primary.patches[0].snippet
+
+
+def test_healthy_and_kryo_with_the_generic_type_note_give_nothing(spark):
+    for name in ("healthy-1.20", "near-miss-kryo-working-1.20"):
+        d = run_detectors(ingest([str(example(SLUG, name))], spark))
+        assert d.findings == [], (name, [(f.runbook, f.root_cause.slug) for f in d.findings])
+
+
+def test_every_example_gives_its_expected_verdict(spark):
+    folders = sorted(p.parent for p in (DATA / SLUG).glob("*/expected.json"))
+    assert len(folders) >= 6
+    for path in folders:
+        expected = json.loads((path / "expected.json").read_text())
+        d = run_detectors(ingest([str(path)], spark))
+        got = (d.primary.runbook, d.primary.root_cause.slug) if d.primary else (None, None)
+        assert got == (expected["primary"], expected["root_cause"] if expected["primary"] else None), path.name
