@@ -84,6 +84,14 @@ def test_healthy_and_a_broker_restart_the_client_rides_out_give_nothing():
         assert not [f for f in findings if f.runbook == SLUG], name
 
 
+def test_the_enumerator_cannot_reach_the_bootstrap_servers():
+    f = run_detectors(ingest([str(example(SLUG, "bootstrap-unreachable-enumerator-1.20"))])).primary
+    assert f.runbook == SLUG and f.root_cause.slug == "brokers-unreachable"
+    assert f.details["failure"].endswith("Timed out waiting for a node assignment. Call: describeTopics")
+    assert f.details["unreachable_brokers"] == ["node -1: kafka.prod.example.com"]
+    assert "JobManager" in f.patches[0].reason
+
+
 def test_bootstrap_servers_that_cannot_be_reached():
     lines = _dump("kafka.prod.example.com:9092") + [
         _line(f"07:30:{s:02d},000", "WARN", NET, f"{TAG} Connection to node -1 (kafka.prod.example.com/10.1.2.3:9092) "

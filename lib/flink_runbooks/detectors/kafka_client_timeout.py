@@ -174,8 +174,9 @@ class KafkaClientTimeout(Detector):
                   "'could not be established') while the bootstrap connection does not.",
                   patches=("ops:advertise addresses the TaskManagers can reach",)),
         RootCause("brokers-unreachable",
-                  "The TaskManagers cannot open a connection to the bootstrap servers at all (wrong address or port, "
-                  "DNS, firewall, security groups, the brokers down).",
+                  "The client cannot open a connection to the bootstrap servers at all (wrong address or port, DNS, "
+                  "firewall, security groups, the brokers down) from the TaskManagers, or from the JobManager where a "
+                  "KafkaSource's enumerator runs.",
                   "'Connection to node -1 (…) could not be established. Broker may not be available.', 'Bootstrap "
                   "broker … disconnected' or an unresolvable bootstrap server, with no refusal of credentials.",
                   patches=("ops:check the route from the TaskManagers to the brokers",)),
@@ -257,7 +258,7 @@ class KafkaClientTimeout(Detector):
                              patches=self._patches(cause, details, configs), details=details)]
 
     def _summary(self, cause: str, fault: Event, details: dict) -> str:
-        head = f"A Kafka client failed the task: {_deepest(fault)[:240]}. "
+        head = f"A Kafka client's error failed the job: {_deepest(fault)[:240].rstrip('.')}. "
         extra = ""
         if cause == "advertised-listeners-unreachable":
             extra = (f" The bootstrap servers ({', '.join(details.get('bootstrap_servers', []))}) answered, but the "
@@ -316,7 +317,8 @@ class KafkaClientTimeout(Detector):
             return [self.ops_patch(
                 "check the route from the TaskManagers to the brokers",
                 "Check the bootstrap.servers addresses and ports, DNS, firewalls and security groups between the "
-                "TaskManager hosts and the brokers, and that the brokers are up.",
+                "TaskManager hosts (and the JobManager, where a KafkaSource's enumerator lists partitions) and the "
+                "brokers, and that the brokers are up.",
                 snippet="# from a TaskManager host or pod\n"
                         + "".join(f"nc -vz {h} <port>\n" for h in details.get("bootstrap_servers", ["<broker>"]))
                         + f"kafka-broker-api-versions.sh --bootstrap-server {servers}")]

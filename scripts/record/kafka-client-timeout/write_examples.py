@@ -325,6 +325,77 @@ def healthy_and_blip_117(out: pathlib.Path) -> None:
             "flink_version": "1.17.2", "primary": None, "root_cause": None})
 
 
+def bootstrap_unreachable_120(out: pathlib.Path) -> None:
+    v120 = ("1.20.3", "7ce9a2c", "2025-09-25T14:19:20+02:00")
+    job = "c1e3a5b7d9f1a3c5e7b9d1f3a5c7e9b1"
+    conf = {"jobmanager.rpc.address": "flink-jm", "taskmanager.numberOfTaskSlots": "2",
+            "execution.checkpointing.interval": "30 s", "restart-strategy.type": "exponential-delay"}
+    jm = Log("2025-11-03 06:59:00.000")
+    banner(jm, "jm", *v120, jvm="17/17.0.15+6")
+    conf_lines(jm, conf)
+    jm.at("2025-11-03 07:00:00.000")
+    jm("INFO", "org.apache.flink.runtime.dispatcher.StandaloneDispatcher",
+       f"Received JobGraph submission 'orders-enricher' ({job}).")
+    jm("INFO", EXEC, f"Job orders-enricher ({job}) switched from state CREATED to RUNNING.")
+    enum = "org.apache.flink.connector.kafka.source.enumerator.KafkaSourceEnumerator"
+    jm("INFO", enum, "Starting the KafkaSourceEnumerator for consumer group orders-enricher with partition discovery "
+       "interval of 300000 ms.", step=90)
+    admin = "orders-enricher-enumerator-admin-client"
+    values = {"bootstrap.servers": "[kafka.prod.example.com:9092]", "client.dns.lookup": "use_all_dns_ips",
+              "client.id": admin, "connections.max.idle.ms": "300000", "default.api.timeout.ms": "60000",
+              "reconnect.backoff.max.ms": "1000", "reconnect.backoff.ms": "50", "request.timeout.ms": "30000",
+              "retries": "2147483647", "retry.backoff.ms": "100", "security.protocol": "PLAINTEXT"}
+    jm("INFO", "org.apache.kafka.clients.admin.AdminClientConfig", "AdminClientConfig values: ",
+       *[f"\t{k} = {v}" for k, v in sorted(values.items())], "")
+    app_info(jm, "3.4.0", "2e1947d240607d53", epoch(jm))
+    for k in range(12):
+        jm("WARN", NET, f"[AdminClient clientId={admin}] Connection to node -1 (kafka.prod.example.com/10.1.2.3:9092) "
+           "could not be established. Broker may not be available.", step=1000 if k else 1032)
+    jm.at(None, 47_800)
+    jm("INFO", "org.apache.flink.runtime.jobmaster.JobMaster", "Trying to recover from a global failure.",
+       "org.apache.flink.util.FlinkException: Global failure triggered by OperatorCoordinator for 'Source: orders -> Map "
+       "-> Sink: Print to Std. Out' (operator cbc357ccb763df2852fee8c4fc7d55f2).",
+       "\tat org.apache.flink.runtime.operators.coordination.OperatorCoordinatorHolder$LazyInitializedCoordinatorContext.failJob(OperatorCoordinatorHolder.java:651) ~[flink-dist-1.20.3.jar:1.20.3]",
+       "\tat org.apache.flink.runtime.operators.coordination.RecreateOnResetOperatorCoordinator$QuiesceableContext.failJob(RecreateOnResetOperatorCoordinator.java:259) ~[flink-dist-1.20.3.jar:1.20.3]",
+       "\tat org.apache.flink.runtime.source.coordinator.SourceCoordinatorContext.failJob(SourceCoordinatorContext.java:432) ~[flink-dist-1.20.3.jar:1.20.3]",
+       "\tat org.apache.flink.runtime.source.coordinator.SourceCoordinatorContext.handleUncaughtExceptionFromAsyncCall(SourceCoordinatorContext.java:445) ~[flink-dist-1.20.3.jar:1.20.3]",
+       "\tat java.base/java.lang.Thread.run(Thread.java:840) [?:?]",
+       "Caused by: java.lang.RuntimeException: Failed to list subscribed topic partitions due to ",
+       "\tat org.apache.flink.connector.kafka.source.enumerator.KafkaSourceEnumerator.checkPartitionChanges(KafkaSourceEnumerator.java:248) ~[?:?]",
+       "\tat org.apache.flink.runtime.source.coordinator.ExecutorNotifier.lambda$null$1(ExecutorNotifier.java:83) ~[flink-dist-1.20.3.jar:1.20.3]",
+       "\t... 8 more",
+       "Caused by: java.lang.RuntimeException: Failed to get metadata for topics [orders].",
+       "\tat org.apache.flink.connector.kafka.source.enumerator.subscriber.KafkaSubscriberUtils.getTopicMetadata(KafkaSubscriberUtils.java:47) ~[?:?]",
+       "\tat org.apache.flink.connector.kafka.source.enumerator.subscriber.TopicListSubscriber.getSubscribedTopicPartitions(TopicListSubscriber.java:52) ~[?:?]",
+       "\tat org.apache.flink.connector.kafka.source.enumerator.KafkaSourceEnumerator.getSubscribedTopicPartitions(KafkaSourceEnumerator.java:233) ~[?:?]",
+       "\t... 6 more",
+       "Caused by: java.util.concurrent.ExecutionException: org.apache.kafka.common.errors.TimeoutException: Timed out "
+       "waiting for a node assignment. Call: describeTopics",
+       "\tat java.base/java.util.concurrent.CompletableFuture.reportGet(CompletableFuture.java:396) ~[?:?]",
+       "\tat java.base/java.util.concurrent.CompletableFuture.get(CompletableFuture.java:2073) ~[?:?]",
+       "\tat org.apache.kafka.common.internals.KafkaFutureImpl.get(KafkaFutureImpl.java:165) ~[?:?]",
+       "\tat org.apache.flink.connector.kafka.source.enumerator.subscriber.KafkaSubscriberUtils.getTopicMetadata(KafkaSubscriberUtils.java:44) ~[?:?]",
+       "\t... 8 more",
+       "Caused by: org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node assignment. Call: "
+       "describeTopics")
+    jm("INFO", EXEC, f"Job orders-enricher ({job}) switched from state RUNNING to RESTARTING.")
+    write(out / "bootstrap-unreachable-enumerator-1.20", {
+        "config.yaml": "".join(f"{k}: {v}\n" for k, v in conf.items()),
+        "log/flink-flink-standalonesession-0-flink-jm.log": jm.text(),
+    }, {
+        "description": "A Flink 1.20 KafkaSource whose bootstrap address points at a broker host behind a firewall "
+                       "that drops the JobManager's traffic: the source enumerator's admin client cannot open a "
+                       "single connection to node -1, describeTopics times out ('Timed out waiting for a node "
+                       "assignment') and the coordinator fails the job globally. Only the JobManager log is at hand "
+                       "(the enumerator runs there).",
+        "source": SOURCE.format(client="3.4.0", api="KafkaSource enumerator (flink-connector-kafka 3.3.0-1.20)",
+                                flink="1.20.3"),
+        "flink_version": "1.20.3",
+        "primary": "kafka-client-timeout",
+        "root_cause": "brokers-unreachable",
+    })
+
+
 def main(dest: str) -> None:
     out = pathlib.Path(dest)
     advertised_listeners_117(out)
@@ -332,6 +403,7 @@ def main(dest: str) -> None:
     topic_not_authorized_118(out)
     ticket_topic_missing(out)
     healthy_and_blip_117(out)
+    bootstrap_unreachable_120(out)
 
 
 if __name__ == "__main__":
