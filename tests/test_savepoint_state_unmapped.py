@@ -116,3 +116,12 @@ def test_genuine_incidents(spark, name, cause, task):
     assert primary.details["operator_in_snapshot_job"] == task
     assert any("Cannot map checkpoint/savepoint state" in e.text for e in primary.evidence)
     assert any("without allowNonRestoredState" in e.note for e in primary.evidence)
+
+
+def test_genuine_rest_submission_overrides_the_configured_skip(spark):
+    primary = run_detectors(ingest([str(example(SLUG, "rest-ignores-config-1.20.3"))], spark)).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "allow-non-restored-not-propagated")
+    assert primary.details["ignore_unclaimed_state_configured"] == "true"
+    assert primary.details["allow_non_restored_state_at_submission"] == "no"
+    [p] = primary.patches
+    assert '"allowNonRestoredState": true' in p.snippet
