@@ -86,6 +86,14 @@ def test_a_restore_after_the_timeout_is_data_loss():
     assert any(p.key == "find and replay the lost records" for p in f.patches)
 
 
+def test_kafkasinks_committer_fenced_after_an_outage_is_data_loss():
+    f = run_detectors(ingest([str(example(SLUG, "committer-fenced-after-outage-1.18"))])).primary
+    assert f.runbook == SLUG and f.root_cause.slug == "transaction-timeout-too-short"
+    assert f.details["sink"] == "KafkaSink" and f.details["transactional_ids"] == ["orders-eos-0-58"]
+    assert f.details["downtime_before_restore"].startswith("41 min")
+    assert "signals data loss" in f.evidence[0].text
+
+
 def test_a_restore_within_the_timeout_is_the_normal_already_committed_path():
     findings = run_detectors(ingest([str(example(SLUG, "near-miss-restore-within-timeout-1.13"))])).findings
     assert findings == []

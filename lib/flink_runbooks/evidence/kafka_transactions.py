@@ -46,7 +46,7 @@ RESTORE = re.compile(r"Restoring job (?P<job>[0-9a-f]{32}) from (?:Checkpoint|Sa
                      r"(?P<id>\d+) @ (?P<epoch>\d{13}) for (?P<of>[0-9a-f]{32})")
 # "transactionalId=<id>]" (client prefix, KafkaTransactionState), "transactionalId '<id>'" (3.x fencing message);
 # FlinkKafkaProducer ids hold spaces (the task name).
-TRANSACTIONAL_ID = re.compile(r"transactional\.?[iI]d(?:=| ')(?P<id>[^,\]'\n]+)")
+TRANSACTIONAL_ID = re.compile(r"transactional\.?[iI]d(?:=| ')(?P<id>[^,\]'\n}]+)")
 
 
 @dataclass

@@ -409,6 +409,75 @@ def healthy_118(out: pathlib.Path) -> None:
     })
 
 
+def committer_fenced_after_outage_118(out: pathlib.Path) -> None:
+    """A session cluster is lost (its host rebooted); 41 minutes later the job is resubmitted from its last retained
+    checkpoint on a new cluster. The KafkaCommitter commits that checkpoint's transactions: the broker aborted them
+    after the 15 min timeout, so the commit is fenced and the committer logs the data loss."""
+    conf = {"jobmanager.rpc.address": "flink-session.analytics.internal", "taskmanager.numberOfTaskSlots": "4",
+            "execution.checkpointing.interval": "30 s", "state.checkpoints.dir": "s3://analytics/checkpoints",
+            "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION"}
+    old_job, new_job = "7f3c9e1a5b2d4f6e8a0c1e3b5d7f9a2c", "0b2d4f6a8c0e2b4d6f8a0c2e4b6d8f0a"
+    jm_old, jm_new, tm = Log("2024-11-18 02:59:00.000"), Log("2024-11-18 03:50:00.000"), Log("2024-11-18 03:50:02.000")
+    banner(jm_old, "jm", *V118, jvm="11/11.0.22+7")
+    conf_lines(jm_old, conf)
+    jm_old.at("2024-11-18 03:00:00.000")
+    jm_old("INFO", EXEC, f"Job orders-enricher ({old_job}) switched from state CREATED to RUNNING.")
+    checkpoints(jm_old, old_job, 50, 8, 30_000)
+    last_ok = jm_old.t  # the host reboots here: the log ends
+    banner(jm_new, "jm", *V118, jvm="11/11.0.22+7")
+    conf_lines(jm_new, conf)
+    jm_new.at((last_ok + eos_timedelta(minutes=41)).strftime("%Y-%m-%d %H:%M:%S.%f"))
+    jm_new("INFO", "org.apache.flink.runtime.dispatcher.StandaloneDispatcher",
+           f"Received JobGraph submission 'orders-enricher' ({new_job}).")
+    jm_new("INFO", CC, f"Restoring job {new_job} from Checkpoint 57 @ {int(last_ok.timestamp() * 1000) - 480} for "
+           f"{old_job} located at s3://analytics/checkpoints/{old_job}/chk-57.")
+    jm_new("INFO", EXEC, f"Job orders-enricher ({new_job}) switched from state CREATED to RUNNING.")
+    banner(tm.at(jm_new.t.strftime("%Y-%m-%d %H:%M:%S.%f"), -30_000), "tm", *V118, jvm="11/11.0.22+7")
+    tm.at(jm_new.t.strftime("%Y-%m-%d %H:%M:%S.%f"), 400)
+    committer = "Sink: enriched-orders Committer"
+    att = "9c1e3a5b7d9f1b3d5f7a9c1e3b5d7f9a_0a448493b4782967b150582570326227_0_0"
+    tm("INFO", TASK, f"{committer} (1/1)#0 ({att}) switched from DEPLOYING to INITIALIZING.")
+    tid = "orders-eos-0-58"
+    eos_producer = {"transaction.timeout.ms": "900000", "transactional.id": tid, "enable.idempotence": "true"}
+    producer_config(tm, f"producer-{tid}", eos_producer, "3.4.0")
+    app_info(tm, "3.4.0", "2e1947d240607d53", epoch(tm))
+    tm("INFO", "org.apache.flink.connector.kafka.sink.FlinkKafkaInternalProducer",
+       f"Attempting to resume transaction {tid} with producerId 7004 and epoch 3", step=140)
+    tm("ERROR", "org.apache.flink.connector.kafka.sink.KafkaCommitter",
+       "Unable to commit transaction (CommitRequestImpl{committable=KafkaCommittable{producerId=7004, epoch=3, "
+       f"transactionalId={tid}}}, numRetries=0, state=RECEIVED}}) because its producer is already fenced. This means "
+       "that you either have a different producer with the same 'transactional.id' (this is unlikely with the "
+       "'KafkaSink' as all generated ids are unique and shouldn't be reused) or recovery took longer than "
+       "'transaction.timeout.ms' (900000ms). In both cases this most likely signals data loss, please consult the "
+       "Flink documentation for more details.",
+       "org.apache.kafka.common.errors.ProducerFencedException: There is a newer producer with the same transactionalId "
+       "which fences the current one.", step=60)
+    tm("INFO", TASK, f"{committer} (1/1)#0 ({att}) switched from INITIALIZING to RUNNING.")
+    jm_new.at(tm.t.strftime("%Y-%m-%d %H:%M:%S.%f"), 29_000)
+    checkpoints(jm_new, new_job, 58, 4, 30_000)
+    write(out / "committer-fenced-after-outage-1.18", {
+        "flink-conf.yaml": conf_file(conf),
+        "log/flink-flink-standalonesession-0-flink-session-old.log": jm_old.text(),
+        "log/flink-flink-standalonesession-0-flink-session.log": jm_new.text(),
+        "log/flink-flink-taskexecutor-0-flink-tm-0.log": tm.text(),
+    }, {
+        "description": "A Flink 1.18 session cluster with a KafkaSink (EXACTLY_ONCE, 15 min transaction timeout) "
+                       "is lost with its host; the job is resubmitted on a new cluster 41 minutes later from its last "
+                       "retained checkpoint 57. The KafkaCommitter's commit of that checkpoint's transaction is "
+                       "fenced: the broker had aborted it after 15 minutes, and the committer says it most likely "
+                       "signals data loss. The job itself keeps running.",
+        "source": SOURCE.format(client="3.4.0", sink="KafkaCommitter (flink-connector-kafka 3.0.2 for 1.18)",
+                                flink="1.18.1"),
+        "flink_version": "1.18.1",
+        "primary": "kafka-eos-transaction-timeout",
+        "root_cause": "transaction-timeout-too-short",
+    })
+
+
+def eos_timedelta(**kw):
+    return timedelta(**kw)
+
+
 TICKET_117 = """\
 Our Flink 1.17 job (KafkaSink, DeliveryGuarantee.EXACTLY_ONCE, flink-connector-kafka 1.17.1) won't start since we
 switched the sink to exactly-once. setTransactionalIdPrefix("payments-eos") is set and we put
@@ -450,6 +519,7 @@ def main(dest: str) -> None:
     expired_after_downtime_113(out, 94, "transaction-expired-after-downtime-1.13")
     expired_after_downtime_113(out, 3, "near-miss-restore-within-timeout-1.13")
     shared_prefix_118(out)
+    committer_fenced_after_outage_118(out)
     healthy_118(out)
     ticket_117(out)
 
