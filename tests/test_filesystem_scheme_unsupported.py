@@ -152,7 +152,7 @@ def test_genuine_unreachable_hdfs_is_not_a_missing_scheme(spark):
     inc = ingest([str(example(SLUG, "near-miss-hdfs-unreachable-1.17"))], spark)
     diagnosis = run_detectors(inc)
     assert not any(f.runbook == SLUG for f in diagnosis.findings)
-    assert "Connection refused" in diagnosis.primary.summary
+    assert (diagnosis.primary.runbook, diagnosis.primary.root_cause.slug) == ("unrecognised-failure", "thrown-by-environment")
 
 
 def test_genuine_healthy_local_checkpoints_give_nothing(spark):
