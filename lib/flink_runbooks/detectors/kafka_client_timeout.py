@@ -65,7 +65,6 @@ UNRESOLVED_BOOTSTRAP = re.compile(r"Couldn't resolve server (?P<url>\S+) from bo
 _REFUSED = re.compile(r"Not authorized to access (?P<kind>topics|group): ?(?P<what>[^\n]+)|"
                       r"Topic authorization failed for topics (?P<topics>\[[^\]]*\])")
 METADATA_ERRORS = re.compile(r"Error while fetching metadata with correlation id \d+ : \{(?P<errors>[^}]*)\}")
-CLIENT_PREFIX = re.compile(r"\[(?P<kind>Consumer|Producer|AdminClient) clientId=(?P<client>[^,\]\s]+)")
 
 
 @dataclass

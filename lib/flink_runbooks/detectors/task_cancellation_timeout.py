@@ -26,7 +26,6 @@ from flink_runbooks.parse.units import format_duration
 
 SLUG = "task-cancellation-timeout"
 DEFAULT_TIMEOUT_MS = 180_000  # TaskManagerOptions.TASK_CANCELLATION_TIMEOUT, 1.x and 2.x
-DEFAULT_INTERVAL_MS = 30_000  # TaskManagerOptions.TASK_CANCELLATION_INTERVAL
 
 # Task.logTaskThreadStackTrace (1.13+) and TaskInterrupter (<= 1.12): the warning that carries the stuck stack.
 STUCK = re.compile(
@@ -37,15 +36,13 @@ WATCHDOG = re.compile(r"Task did not exit gracefully within (?P<secs>\d+) \+ sec
 JVM_EXIT = re.compile(r"Terminating TaskManagerRunner with exit code (?P<code>-?\d+)|"
                       r"Fatal error occurred while executing the TaskManager|Encountered fatal error \S+ - terminating the JVM")
 CANCELED = re.compile(r"^(?P<task>.+? \(\d+/\d+\))(?:#\d+)? \([0-9a-f_]+\) switched from CANCELING to CANCELED")
-CANCELING = re.compile(r"^(?P<task>.+? \(\d+/\d+\))(?:#\d+)? \([0-9a-f_]+\) switched from \w+ to CANCELING")
 # A thread-dump frame as Task prints it (no "at", a module or class-loader prefix) or as a pasted stack has it; found
 # anywhere in a line, since wrapped or joined pastes put several frames on one line.
 FRAME = re.compile(r"(?:^|\s)(?:at\s+)?(?:[\w.-]+@[\w.-]+/|[\w.-]+//|[\w.]+/)?(?P<name>[A-Za-z_$][\w$]*(?:\.[\w$]+)+)"
                    r"\.(?P<method>[\w$<>]+)\((?P<where>[\w$.]+:\d+|Native Method|Unknown Source)\)")
 # Flink's clean-up path: an operator being closed (1.14+) or disposed (<= 1.13) after the task left its main loop.
 CLOSE_PATH = re.compile(r"\.(?:closeAllOperators|disposeAllOperators|closeFunction|cleanUpInvoke|cleanUpInternal|"
-                        r"disposeAllOperators|cleanUp|closeOperator|afterInvoke)\(")
-USER_CLOSE = re.compile(r"\.(?:close|dispose|flush|finish|shutdown|stop|disconnect)\w*\(")
+                        r"cleanUp|closeOperator|afterInvoke)\(")
 # What a thread blocked (rather than busy) sits in: sleeping, waiting, parked, or in a socket/file read.
 WAITING = re.compile(r"java\.lang\.Thread\.sleep|java\.lang\.Object\.wait|jdk\.internal\.misc\.Unsafe\.park|"
                      r"sun\.misc\.Unsafe\.park|LockSupport\.park")

@@ -18,7 +18,6 @@ from flink_runbooks.model import Event, Incident
 from flink_runbooks.parse.timestamps import seconds_between
 
 BROKER_DEFAULT_MAX_TIMEOUT_MS = 900_000  # transaction.max.timeout.ms, Kafka broker default (15 min)
-LEGACY_DEFAULT_TIMEOUT_MS = 3_600_000  # FlinkKafkaProducer.DEFAULT_KAFKA_TRANSACTION_TIMEOUT (1 h)
 
 # Errors.INVALID_TRANSACTION_TIMEOUT, thrown by InitProducerId (TransactionManager: "Unexpected error in
 # InitProducerIdResponse; ...") or as InvalidTxnTimeoutException.
