@@ -72,8 +72,7 @@ class UserCodeException(Detector):
     # exception that preceded them), above the umbrella outcomes (restarts exhausted) and unrecognised-failure.
     layer = 1
     exception_classes = ("java.lang.NullPointerException", "java.lang.NumberFormatException",
-                         "java.lang.IllegalArgumentException", "java.lang.IllegalStateException",
-                         "java.net.SocketTimeoutException")
+                         "java.lang.IllegalArgumentException", "java.lang.IllegalStateException")
     # Failures are found from the job's state changes and the frames of the job's own code, which the pre-filter
     # keeps for every failure; these lines add the restore and the fault's usual messages.
     signatures = (
