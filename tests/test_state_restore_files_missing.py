@@ -15,7 +15,7 @@ CHK = f"/var/flink/checkpoints/{JOB}/chk-12"
 
 def _tm_failure(missing: str, ts: str = "10:05:00,000") -> str:
     return "\n".join([
-        line(ts, f"counter -> Sink: sink (1/1)#0 (a_b_0_0) switched from INITIALIZING to FAILED with failure cause:",
+        line(ts, "counter -> Sink: sink (1/1)#0 (a_b_0_0) switched from INITIALIZING to FAILED with failure cause:",
              level="WARN", logger="org.apache.flink.runtime.taskmanager.Task"),
         "java.lang.Exception: Exception while creating StreamOperatorStateContext.",
         "Caused by: org.apache.flink.util.FlinkException: Could not restore keyed state backend for "

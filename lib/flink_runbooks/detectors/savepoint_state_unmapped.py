@@ -147,12 +147,12 @@ class SavepointStateUnmapped(Detector):
                               "took the snapshot")
         if sql:
             add(sql[0], "an operator only the SQL planner creates: a SQL/Table job")
-        summary = self._summary(cause, path, operator, vertex, uid, configured, incident)
+        summary = self._summary(cause, path, operator, vertex, uid)
         patches = self._patches(incident, cause, path, operator, vertex, uid)
         return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
                              details=details)]
 
-    def _summary(self, cause, path, operator, vertex, uid, configured, incident) -> str:
+    def _summary(self, cause, path, operator, vertex, uid) -> str:
         head = (f"The job was refused at start: snapshot {path} holds state for operator {operator}, which the new "
                 "program does not have, so the JobManager failed the job before any task ran. ")
         where = (f"In the job that took the snapshot that id belonged to task '{vertex.task}'. " if vertex else "")

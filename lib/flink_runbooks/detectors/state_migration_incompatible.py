@@ -28,7 +28,6 @@ KEY_INCOMPATIBLE = re.compile(
 STATE_INCOMPATIBLE = re.compile(
     r"(?P<heap>For heap backends, )?[Tt]he new state serializer (?:\((?P<new>.*?)\) must not be incompatible with the "
     r"old state serializer \((?P<old>.*)\)|must not be incompatible|cannot be incompatible)")
-NAMESPACE_INCOMPATIBLE = re.compile(r"[Tt]he new namespace serializer .*must be compatible")
 MIGRATION = re.compile(r"StateMigrationException")
 # The heap backend reads every value with the snapshot's serializer while it restores: a class that was a POJO then
 # and lost its no-argument constructor since fails inside PojoSerializer.createInstance.

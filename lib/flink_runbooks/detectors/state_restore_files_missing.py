@@ -41,10 +41,8 @@ MISSING_FILE = re.compile(
     r"|NoSuchFileException: (?P<f>\S+)")
 CLAIM_MODE = re.compile(r"(?:restoreMode|claimMode|recoveryClaimMode|RestoreMode|RecoveryClaimMode)[=:' ]+\W?CLAIM\b"
                         r"|in CLAIM mode|claim-mode[=:]\s*CLAIM\b|savepoint-restore-mode[=:]\s*CLAIM\b")
-SUBSUMED = re.compile(r"(?:Subsuming|subsumed|Discarding) (?:completed )?checkpoint (?P<id>\d+)")
 COMPLETED = re.compile(r"Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32})")
 SNAPSHOT_DIR = re.compile(r"(?P<dir>\S*?/(?:chk-\d+|savepoint-[0-9a-f]{6}-[0-9a-f]{12}))(?:/|$)")
-JOB_DIR = re.compile(r"(?P<base>\S*?)/(?P<job>[0-9a-f]{32})/(?:chk-\d+|shared|taskowned)\b")
 
 _OTHER = "ops:restore from another snapshot"
 _NEXT = ("a listing of the snapshot's directory in the checkpoint storage (`ls -la <path>` / `aws s3 ls --recursive` / "

@@ -12,7 +12,7 @@ operator id can be traced back to a uid when a candidate name is known.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from flink_runbooks.model import Event, Incident
 from flink_runbooks.parse.config import EffectiveConfig
@@ -35,7 +35,6 @@ SQL_OPERATOR = re.compile(
     r"TableSourceScan|ChangelogNormalize|SinkMaterializer|ConstraintEnforcer|Join|LookupJoin|IntervalJoin|Rank|"
     r"Deduplicate|Expand|OverAggregate|WatermarkAssigner|Sink: \w+)\[\d+\]|\bTableSourceScan\(table=\[\[|"
     r"\bStreamExecGroupAggregate\b|\bSourceConversion\(table=\[")
-STATE_PATH = re.compile(r"(?P<root>\S+?)/(?P<job>[0-9a-f]{32})/(?P<kind>chk-\d+|shared|taskowned)\b")
 
 
 @dataclass
@@ -175,13 +174,3 @@ CHECKPOINT_DIR_KEY = "execution.checkpointing.dir"
 
 def ignore_unclaimed_configured(config: EffectiveConfig) -> bool | None:
     return config.get_bool(IGNORE_UNCLAIMED_KEY)
-
-
-@dataclass
-class Hosts:
-    jobmanager: set[str] = field(default_factory=set)
-    taskmanagers: set[str] = field(default_factory=set)
-
-    @property
-    def all(self) -> set[str]:
-        return self.jobmanager | self.taskmanagers
