@@ -72,6 +72,7 @@ class SqlConnectorMissing(Detector):
         # the identifiers Flink lists, one per line, under the message
         r"^[a-z][a-z0-9_.-]{1,40}$",
         r"Classpath: ",
+        r"ADD JAR '",
     )
     wordings = (
         Wording(SLUG, r"Could not find any factory for identifier '[^']*' that implements '[\w$.]+' in the classpath",
