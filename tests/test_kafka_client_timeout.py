@@ -125,3 +125,11 @@ def test_fenced_exactly_once_producers_are_left_to_the_transaction_runbook():
     lines = _failed("07:31:01,000", "org.apache.kafka.common.errors.ProducerFencedException: There is a newer producer "
                                     "with the same transactionalId which fences the current one.")
     assert _detect(lines) == []
+
+
+def test_pasted_connection_warnings_alone_are_a_low_confidence_reading_with_the_outcome_unknown():
+    lines = [f"WARN {NET} - {TAG} Connection to node -1 (kafka.prod.example.com/10.1.2.3:9092) could not be "
+             "established. Broker may not be available."] * 3
+    [f] = _detect(lines)
+    assert f.root_cause.slug == "brokers-unreachable" and f.confidence < 0.5
+    assert f.details["outcome"].startswith("unknown") and "not in this excerpt" in f.summary

@@ -194,7 +194,7 @@ class KafkaClientTimeout(Detector):
     def detect(self, incident: Incident) -> list[Finding]:
         faults = _kafka_failures(incident)
         if not faults:
-            return []
+            return self._excerpt_without_failure(incident)
         fault = faults[0]
         text = "\n".join(ev.text for ev in incident.events if not _is_commit_failure(ev))
         configs = [c for c in client_configs(incident) if c.kind in ("consumer", "producer", "admin")]
@@ -254,6 +254,33 @@ class KafkaClientTimeout(Detector):
         confidence = (0.5 if cause == "undetermined" else 0.85) - (0.15 if excerpt else 0.0)
         summary = self._summary(cause, fault, details)
         return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence,
+                             patches=self._patches(cause, details, configs), details=details)]
+
+    def _excerpt_without_failure(self, incident: Incident) -> list[Finding]:
+        """A pasted run of connection failures without the exception or what came after: whether the client gave up
+        or rode it out is unknown, so the reading comes at low confidence and says so."""
+        if not is_excerpt(incident) or any(_is_commit_failure(ev) for ev in incident.events):
+            return []
+        problems = node_problems(incident)
+        if len(problems) < 2:
+            return []
+        configs = [c for c in client_configs(incident) if c.kind in ("consumer", "producer", "admin")]
+        bootstrap = bootstrap_hosts(configs)
+        internal = [p for p in problems if p.node >= 0 and p.host and bootstrap and p.host not in bootstrap]
+        shown = _first_per_node(problems)
+        if internal and not [p for p in problems if p.node == -1]:
+            cause = "advertised-listeners-unreachable"
+            details = {"advertised_hosts": sorted({p.host for p in internal}), "bootstrap_servers": sorted(bootstrap)}
+        else:
+            cause = "brokers-unreachable"
+            details = {"bootstrap_servers": sorted(bootstrap)} if bootstrap else {}
+        details["unreachable_brokers"] = [f"node {p.node}: {p.host}" for p in shown]
+        details["outcome"] = "unknown (no failure and nothing after the warnings in this excerpt)"
+        summary = (f"The Kafka client could not connect to {'; '.join(details['unreachable_brokers'])}. Whether it "
+                   "gave up (a failed task) or reconnected (a broker restart it rode out) is not in this excerpt. "
+                   + self.cause(cause).summary)
+        return [self.finding(cause, summary, [p.event for p in shown[:3]],
+                             notes={i: "a connection the client could not make" for i in range(3)}, confidence=0.35,
                              patches=self._patches(cause, details, configs), details=details)]
 
     def _summary(self, cause: str, fault: Event, details: dict) -> str:

@@ -214,7 +214,8 @@ class TaskCancellationTimeout(Detector):
         summary = self._summary(cause, decisive, task, effective_ms, watchdog, exits, confirmed, lowered)
         evidence, notes = [], {}
         for ev, note in ((watchdog[0] if watchdog else None, "the watchdog's fatal error: the TaskManager JVM exits"),
-                         (decisive.event if decisive else None, "where the task thread was stuck"),
+                         (decisive.event if decisive else None,
+                          f"where the task thread was stuck: {decisive.top(3)}" if decisive else ""),
                          (reports[0].event if reports and decisive is not reports[0] else None,
                           "the first interrupt that did not stop the task"),
                          (exits[-1] if exits else None, "the TaskManager process ends")):
