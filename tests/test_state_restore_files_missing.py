@@ -104,6 +104,19 @@ def test_a_missing_metadata_pasted_from_a_ticket(tmp_path):
     assert primary.confidence < 0.8  # an excerpt
 
 
+def test_the_job_checkpoint_directory_is_not_a_snapshot():
+    text = "\n".join([
+        line("10:10:00,000", f"Job x ({NEW}) reached terminal state FAILED.",
+             logger="org.apache.flink.runtime.dispatcher.StandaloneDispatcher"),
+        f"Caused by: java.io.FileNotFoundException: Cannot find meta data file '_metadata' in directory "
+        f"'hdfs://nn:8020/flink/checkpoints/{JOB}'. Please try to load the checkpoint/savepoint directly from the "
+        "metadata file instead of the directory."])
+    [f] = get_detector(SLUG).detect(incident_from_text(text, {}, "1.20.3"))
+    assert f.root_cause.slug == "not-a-snapshot-path" and "Nothing was deleted" in f.summary
+    [p] = f.patches
+    assert f"/flink/checkpoints/{JOB}/chk-" in p.snippet
+
+
 def test_a_path_never_seen_before_is_undetermined():
     text = "\n".join([
         line("10:10:00,000", f"Job x ({NEW}) reached terminal state FAILED.",

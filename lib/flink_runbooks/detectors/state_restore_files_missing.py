@@ -16,7 +16,8 @@ Why the files are missing decides what to do:
   restored again;
 - files were removed: retention (older ``chk-N`` are deleted when newer ones complete), object-store lifecycle rules
   or clean-up scripts (incremental checkpoints keep referencing files under ``shared/`` written long before), or
-  another job or person cleaned the directory.
+  another job or person cleaned the directory;
+- the path is not a snapshot at all: ``<checkpoint dir>/<job id>`` instead of one of its ``chk-N``.
 """
 from __future__ import annotations
 
@@ -106,6 +107,12 @@ class StateRestoreFilesMissing(Detector):
                   "it lists is missing, on a storage every host shares.",
                   patches=(_OTHER, "ops:stop deleting files the checkpoints still use",
                            "flink:execution.checkpointing.num-retained")),
+        RootCause("not-a-snapshot-path",
+                  "The restore path is not a snapshot: it names the job's checkpoint directory (or the checkpoint "
+                  "root) instead of one of its chk-N directories or a savepoint directory, so there is no _metadata.",
+                  "'Cannot find meta data file _metadata' for a directory that ends in a job id or is the configured "
+                  "checkpoint directory.",
+                  patches=("ops:restore a chk-N or savepoint directory",)),
         RootCause("undetermined",
                   "A restore misses files, but the logs do not show why: the path may be wrong, or the snapshot "
                   "removed.",
@@ -143,7 +150,9 @@ class StateRestoreFilesMissing(Detector):
         completed = self._completed_before(incident, snapshot, event)
         found_before = any(_same(m["path"], snapshot) for ev, m in restores if m["path"]) and kind == "missing-file"
 
-        if scheme == "file" and multi_host:
+        if kind == "no-metadata" and _is_container_dir(missing, incident):
+            cause = "not-a-snapshot-path"
+        elif scheme == "file" and multi_host:
             cause = "checkpoint-dir-not-shared"
         elif claims or (configured_claim and kind in ("no-metadata", "no-snapshot")):
             cause = "claim-mode-deleted"
@@ -151,7 +160,7 @@ class StateRestoreFilesMissing(Detector):
             cause = "files-deleted"
         else:
             cause = "undetermined"
-        confidence = {"checkpoint-dir-not-shared": 0.85, "claim-mode-deleted": 0.85 if claims else 0.6,
+        confidence = {"not-a-snapshot-path": 0.85, "checkpoint-dir-not-shared": 0.85, "claim-mode-deleted": 0.85 if claims else 0.6,
                       "files-deleted": 0.8 if (completed or found_before or kind != "no-snapshot") else 0.6,
                       "undetermined": 0.45}[cause]
         if is_excerpt(incident) and cause != "undetermined":
@@ -246,6 +255,10 @@ class StateRestoreFilesMissing(Detector):
         head = ("The job cannot be restored from its snapshot: " + what
                 + (" (the JobManager refused the submission)." if kind != "missing-file"
                    else ", so every restore attempt fails the task.") + " ")
+        if cause == "not-a-snapshot-path":
+            return head + ("That path is a directory that holds snapshots (the job's checkpoint directory or the "
+                           "checkpoint root), not a snapshot: restore one of its chk-N directories (the newest "
+                           "complete one) or a savepoint directory. Nothing was deleted.")
         if cause == "checkpoint-dir-not-shared":
             return head + (f"The checkpoint directory is a local path ({local_dir}) while the TaskManagers run on "
                            f"{len(hosts['taskmanagers'])} host(s) ({', '.join(sorted(hosts['taskmanagers']))}): each "
@@ -272,6 +285,14 @@ class StateRestoreFilesMissing(Detector):
 
     def _patches(self, incident, cause, snapshot, claims, local_dir, shared_file):
         patches = []
+        if cause == "not-a-snapshot-path":
+            bare = re.sub(r"^file:/*", "/", snapshot or "").rstrip("/")
+            patches.append(self.ops_patch(
+                "restore a chk-N or savepoint directory",
+                "A snapshot is a directory with a _metadata file: a chk-N under the job's checkpoint directory, or a "
+                "savepoint-… directory. Pick the newest one that has _metadata.",
+                snippet=f"ls -d {bare}/chk-*/_metadata {bare}/*/chk-*/_metadata 2>/dev/null | sort -V | tail -3\n"
+                        f"flink run -s {bare}/chk-<N> <your job arguments>"))
         if cause == "checkpoint-dir-not-shared":
             patches.append(self.flink_patch(
                 incident, CHECKPOINT_DIR_KEY, "s3://<bucket>/flink/checkpoints",
@@ -320,6 +341,17 @@ class StateRestoreFilesMissing(Detector):
                     "cannot be restored; retention deletes subsumed ones, so do not restore a chk-N older than the "
                     "retained ones."))
         return patches
+
+
+def _is_container_dir(path: str | None, incident: Incident) -> bool:
+    """A directory that holds snapshots rather than one: ``<checkpoint dir>/<job id>`` or the checkpoint dir."""
+    if not path:
+        return False
+    bare = re.sub(r"^\w+:/*", "/", path).rstrip("/")
+    if re.search(r"/[0-9a-f]{32}$", bare):
+        return True
+    configured = incident.config.get(CHECKPOINT_DIR_KEY)
+    return bool(configured) and re.sub(r"^\w+:/*", "/", configured).rstrip("/") == bare
 
 
 def _attempt_of(ev: Event) -> str | None:
