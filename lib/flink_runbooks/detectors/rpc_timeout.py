@@ -203,8 +203,7 @@ class RpcTimeout(Detector):
         client_s = (parse_duration_ms(incident.config.get("client.timeout")) or 60000) / 1000
         details = {"rpc_timeouts": len(timeouts), "unreachable": len(unreachable), "client_timeouts": len(client),
                    "calls": sorted({_call_of(ev) for ev, _ in timeouts if _call_of(ev)})[:6] or "not named"}
-        associations = [ev for ev in incident.events if ASSOCIATION.search(ev.text)
-                        and (ev.ts or "") <= (first.ts or "~")]
+        associations = [ev for ev in incident.events if ASSOCIATION.search(ev.text) and _shortly_before(ev, first)]
         # The TaskManagers stopped hearing the JobManager's heartbeat requests too: it answered nobody.
         jm_heartbeat = [ev for ev in incident.events if _JM_HEARTBEAT_LOST.search(ev.message)]
         if towards_jm and (gc or silence >= min(timeout_s, client_s) - _GRACE_S or jm_heartbeat):
@@ -374,6 +373,12 @@ def _jobmanager_silence(incident: Incident, ts: str | None) -> float | None:
     if not before or not after:
         return None
     return seconds_between(before[-1].ts, after[0].ts)
+
+
+def _shortly_before(ev: Event, first: Event) -> bool:
+    """Within the two minutes before the first timeout (connection errors long before it are another story)."""
+    gap = seconds_between(ev.ts, first.ts)
+    return gap is not None and 0 <= gap <= 120 or (gap is None and not ev.ts and not first.ts)
 
 
 def _first_jm_line_after(incident: Incident, ts: str | None) -> Event | None:
