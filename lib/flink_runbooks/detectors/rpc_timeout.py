@@ -79,7 +79,7 @@ class RpcTimeout(Detector):
                 "bytes, actual size of encoded class org.apache.flink.runtime.rpc.messages.RemoteRpcInvocation was "
                 "430862 bytes."),
         Wording(SLUG, r"The rpc invocation size \d+ exceeds the maximum akka framesize",
-                "1.5 – 1.14", "AkkaInvocationHandler#createRpcInvocationMessage (checked on the sender before 1.15)",
+                "1.5 – 1.14", "AkkaInvocationHandler#createRpcInvocationMessage (the sender's own size check: in the 1.14.6 jar, gone from 1.17.2's)",
                 "java.io.IOException: The rpc invocation size 12582912 exceeds the maximum akka framesize."),
         Wording(SLUG, r"Invocation of \[\w*Invocation\([\w$]+\.[\w$]+\([^)]*\)\)\] at recipient \[\S+\] timed out",
                 "1.14 – 2.x", "AkkaInvocationHandler / PekkoInvocationHandler#resolveTimeoutException (TimeoutException)",
