@@ -71,7 +71,8 @@ class KafkaEosTransactionTimeout(Detector):
                 "KafkaTransactionState [transactionalId=Sink: orders-0, producerId=4012, epoch=0]. Presumably this "
                 "transaction has been already committed before"),
         Wording(SLUG, r"has been open for \d+ ms\. This is close to or even exceeding the transaction timeout of \d+ ms",
-                "1.4 – 1.17", "org.apache.flink.streaming.api.functions.sink.TwoPhaseCommitSinkFunction",
+                "1.4 – 1.17", "org.apache.flink.streaming.api.functions.sink.TwoPhaseCommitSinkFunction (read in the "
+                "1.13.6 jar)",
                 "Transaction KafkaTransactionState [transactionalId=Sink: orders-0, producerId=4012, epoch=0] has been "
                 "open for 5434021 ms. This is close to or even exceeding the transaction timeout of 900000 ms."),
         Wording(SLUG, r"Unable to commit transaction \(.*\) because its producer is already fenced",
