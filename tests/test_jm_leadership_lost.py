@@ -81,3 +81,13 @@ def test_a_taskmanagers_view_alone_is_undetermined(tmp_path):
     [f] = get_detector(SLUG).detect(inc)
     assert f.root_cause.slug == "undetermined" and f.confidence <= 0.5
     assert "Collect next" in f.summary and [p.target for p in f.patches] == ["ops"]
+
+
+def test_a_revocation_while_the_jobmanager_is_being_stopped_is_not_a_lost_leadership(tmp_path):
+    lines = ["2026-11-23 11:21:31,523 INFO  org.apache.flink.runtime.entrypoint.ClusterEntrypoint [] - RECEIVED SIGNAL "
+             "15: SIGTERM. Shutting down as requested.",
+             "2026-11-23 11:21:31,540 INFO  org.apache.flink.runtime.jobmaster.JobMasterServiceLeadershipRunner [] - "
+             f"JobMasterServiceLeadershipRunner for job {JOB} was revoked leadership with leader id "
+             "b8c9d0e1-f2a3-4b4c-9d5e-6f7a8b9c0d1e. Stopping current JobMasterServiceProcess."]
+    inc = incident_from_files(tmp_path, {"jobmanager.log": "\n".join(lines) + "\n"})
+    assert get_detector(SLUG).detect(inc) == []

@@ -94,7 +94,8 @@ class JmLeadershipLost(Detector):
 
     def detect(self, incident: Incident) -> list[Finding]:
         lead = ha.leadership(incident)
-        loss = lead.first_loss or (lead.lost[0] if lead.lost else None)
+        losses = [ev for ev in lead.losses + lead.lost if not _shutting_down(incident, ev)]
+        loss = min(losses, key=lambda ev: (ev not in lead.losses, ev.ts or "~")) if losses else None
         if loss is None:
             return []  # a suspension that reconnected in time is not a lost leadership
         window = [ev for ev in incident.events if _within(ev, loss)]
@@ -266,6 +267,18 @@ def _ts(ev: Event) -> str | None:
         return ev.ts
     m = _UNIFIED_TS.match(ev.message)
     return f"{m['d']} {m['t']}" if m else None
+
+
+def _shutting_down(incident: Incident, loss: Event) -> bool:
+    """The process that lost the leadership was being stopped (a revocation on shutdown is not a lost leadership)."""
+    from flink_runbooks.evidence.rpc_addresses import JM_ENDED
+
+    for ev in incident.events:
+        if ev.file == loss.file and JM_ENDED.search(ev.text):
+            gap = seconds_between(ev.ts, loss.ts)
+            if gap is not None and 0 <= gap <= 60:
+                return True
+    return False
 
 
 def _within(ev: Event, loss: Event) -> bool:
