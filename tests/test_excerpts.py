@@ -342,8 +342,9 @@ def test_an_unknown_layout_with_an_exception_is_read_line_by_line(tmp_path):
     incident = incident_from_files(tmp_path, {"collector.log": text})
     assert not any("none used" in w for w in incident.warnings)
     primary = run_detectors(incident).primary
-    assert primary is not None and primary.runbook == "unrecognised-failure"
-    assert primary.details["first_fault"] == "java.lang.IllegalStateException: bad key"
+    # thrown from the job's own class: the user-code runbook's, with the exception and the frame that threw it
+    assert primary is not None and primary.runbook == "user-code-exception"
+    assert "java.lang.IllegalStateException: bad key" in primary.summary and "com.acme.Keys.check" in primary.summary
 
 
 def test_a_pasted_excerpt_through_the_cli(spark, tmp_path, capsys):
