@@ -122,3 +122,14 @@ def test_every_example_gives_its_expected_verdict(spark):
         d = run_detectors(ingest([str(path)], spark))
         got = (d.primary.runbook, d.primary.root_cause.slug) if d.primary else (None, None)
         assert got == (expected["primary"], expected["root_cause"] if expected["primary"] else None), path.name
+
+
+def test_a_removed_option_with_a_new_shape_is_rewritten_not_renamed(spark):
+    d = run_detectors(ingest([str(example(SLUG, "removed-key-2.3"))], spark))
+    f = d.primary
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "key-not-read")
+    assert f.details["keys_not_read"]["pipeline.registered-kryo-types"]["reads_instead"] == "pipeline.serialization-config"
+    rewrite = next(p for p in f.patches if p.key == "rewrite the removed setting")
+    assert "- com.acme.orders.OrdersJob$Order: {type: kryo}" in rewrite.snippet
+    assert ("pipeline.registered-kryo-types", None) in [(p.key, p.proposed) for p in f.patches if p.target == "flink"]
+    assert not any(p.key == "pipeline.serialization-config" for p in f.patches)  # not the same value under a new name

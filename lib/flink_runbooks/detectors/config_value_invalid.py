@@ -24,6 +24,7 @@ from flink_runbooks.parse.flink_messages import Wording
 
 _ANY_KEY = "flink:*"
 _MOVE = "ops:move the settings into config.yaml"
+_REWRITE = "ops:rewrite the removed setting"
 _CHECK_TYPE = "ops:check the option's type for this release"
 
 # Keys the memory model reads: a parse error there still names the value, but sizes that do not add up are
@@ -62,7 +63,7 @@ class ConfigValueInvalid(Detector):
                   "flink-conf.yaml on a 2.x cluster, which reads only config.yaml. The option keeps its default.",
                   "The key (or file) is set, the incident's release does not declare it (its own option classes, "
                   "the renames across releases), or the file is flink-conf.yaml with Flink 2.x.",
-                  patches=(_ANY_KEY, _MOVE),
+                  patches=(_ANY_KEY, _MOVE, _REWRITE),
                   would_change="The key in the release's logged configuration with the value (it is read), or "
                                "another Flink version."),
         RootCause("misspelled-key", "A key no option of this release knows, one typo away from one that it does: "
@@ -156,15 +157,19 @@ class ConfigValueInvalid(Detector):
                                 "; this release has no option of that name, its setting keeps the default."))
             patches = []
             for p in not_read:
-                target = p.replacement or p.key
                 if p.kind == "file-not-read":
                     continue
-                if p.replacement:
+                if p.rewrite:
+                    patches.append(self.ops_patch(
+                        "rewrite the removed setting",
+                        f"Flink {version} removed {p.key}; {p.replacement} replaces it with another shape of value "
+                        f"(a list of classes, each with its serializer), so the setting is rewritten, not renamed.",
+                        snippet=f"# config.yaml\n{p.rewrite}"))
+                elif p.replacement:
                     patches.append(self.flink_patch(incident, p.replacement, p.value,
                                                     f"{p.key} is not read by Flink {version}; {p.replacement} is."))
                 patches.append(self.flink_patch(incident, p.key, None,
                                                 f"Flink {version} ignores {p.key}: remove it so nobody relies on it."))
-                del target
             if files:
                 moved = "\n".join(f"{p.key}: {p.value}" for p in not_read if p.kind == "file-not-read")
                 patches.append(self.ops_patch(
@@ -201,6 +206,9 @@ class ConfigValueInvalid(Detector):
 def _where(failure: ParseFailure) -> str:
     ev = failure.event
     name = os.path.basename(ev.file)
+    names = failure.files or {name}
+    if any("taskexecutor" in n for n in names) and any("standalonesession" in n or "jobmanager" in n for n in names):
+        return f"Neither the JobManager nor the TaskManager started ({', '.join(sorted(names))})."
     if "taskexecutor" in name or ev.role == "taskmanager":
         return f"A TaskManager failed to start ({name})."
     if "standalonesession" in name or "jobmanager" in name or ev.role == "jobmanager":

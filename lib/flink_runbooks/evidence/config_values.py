@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from flink_runbooks.evidence.option_keys import KEYS as OPTION_KEYS, RELEASES
 from flink_runbooks.evidence.memory import options as memory_options
@@ -39,6 +39,14 @@ _OPEN_NAMESPACES = ("metrics.reporter.", "metrics.reporters", "security.", "kube
 # Keys Flink's own Docker image configuration has long carried although no option reads them (queryable state reads
 # query.server.ports): harmless, and not what anyone set.
 HARMLESS_UNREAD = frozenset({"query.server.port"})
+MEMORY_MODEL_KEYS = ("taskmanager.memory.", "jobmanager.memory.", "taskmanager.heap.", "jobmanager.heap.",
+                     "taskmanager.network.numberOfBuffers", "taskmanager.network.memory.")
+# Removed keys whose replacement takes another shape of value (the setting must be rewritten, not renamed).
+REWRITE_AS = {
+    "pipeline.registered-kryo-types": ("pipeline.serialization-config", "{type: kryo}"),
+    "pipeline.registered-pojo-types": ("pipeline.serialization-config", "{type: pojo}"),
+    "pipeline.default-kryo-serializers": ("pipeline.serialization-config", "{type: kryo, kryo-type: default, class: <serializer>}"),
+}
 # A key this close (difflib ratio) to a declared one, and not itself declared, is a typo.
 TYPO_RATIO = 0.9
 
@@ -52,6 +60,7 @@ class ParseFailure:
     value: str
     expects: str  # "number" | "duration" | "memory size" | "boolean" | "enum" | "unknown"
     detail: str
+    files: set[str] = field(default_factory=set)  # every log or output file that reports it
 
 
 def parse_failures(incident: Incident) -> list[ParseFailure]:
@@ -61,9 +70,12 @@ def parse_failures(incident: Incident) -> list[ParseFailure]:
         if not ev.chain and not COULD_NOT_PARSE.search(ev.message):
             continue
         m = COULD_NOT_PARSE.search(ev.text)
-        if not m or m["key"] in out:
+        if not m:
             continue
-        out[m["key"]] = ParseFailure(ev, m["key"], m["value"], *_expected(ev.text))
+        if m["key"] in out:
+            out[m["key"]].files.add(os.path.basename(ev.file))
+            continue
+        out[m["key"]] = ParseFailure(ev, m["key"], m["value"], *_expected(ev.text), files={os.path.basename(ev.file)})
     return list(out.values())
 
 
@@ -131,6 +143,7 @@ class KeyProblem:
     replacement: str | None  # the key the release reads instead (None: no one-to-one replacement)
     where: str  # file:line or log file:line
     event: Event
+    rewrite: str | None = None  # the setting in the replacement's own format, when it is not the same value
 
 
 def _minor(version: tuple[int, ...] | None) -> str | None:
@@ -211,6 +224,8 @@ def key_problems(incident: Incident) -> list[KeyProblem]:
             continue
         if key in HARMLESS_UNREAD:
             continue
+        if key.startswith(MEMORY_MODEL_KEYS) and keys.removed_in(key):
+            continue  # the memory model's removed keys (legacy heap sizes) are tm-memory-misconfiguration's
         removed = keys.removed_in(key)
         if version and _newer_than_release(key, version):
             # a spelling a later release introduced: this one does not read it yet
@@ -230,6 +245,12 @@ def key_problems(incident: Incident) -> list[KeyProblem]:
         if typo:
             out.append(KeyProblem(key, history[0].value, "misspelled", typo, where, event))
             seen.add(key)
+    for problem in out:
+        if problem.kind == "removed" and problem.key in REWRITE_AS:
+            target, shape = REWRITE_AS[problem.key]
+            entries = "\n".join(f"  - {cls.strip()}: {shape}" for cls in re.split(r"[;,]", problem.value)
+                                 if cls.strip())
+            problem.replacement, problem.rewrite = target, f"{target}:\n{entries}"
     return out
 
 

@@ -4,6 +4,8 @@
 #                   (<= 1.18): the JobManager does not start
 #   interval-format execution.checkpointing.interval "1.5 min" (durations take whole numbers): the job submission fails
 #   old-file        a 2.x cluster with the user's settings left in flink-conf.yaml, which 2.x no longer reads
+#   removed-key     pipeline.registered-kryo-types on 2.x, which removed it (pipeline.serialization-config replaces it):
+#                   loaded, logged and ignored
 #   typo            execution.checkpointing.intervall (one l too many): the job runs without checkpoints
 #   deprecated      state.backend instead of state.backend.type (near miss: a deprecation warning, the key still works)
 #   healthy         a valid configuration, the job runs
@@ -38,6 +40,10 @@ EOC
     chown "$RUN_USER" "$RUN/conf/flink-conf.yaml"
     start_cluster 1 || { stop_cluster; exit 1; }
     run_job 20 ;;
+  removed-key)
+    conf "pipeline.registered-kryo-types: com.acme.orders.OrdersJob\$Order"
+    start_cluster 1 || { stop_cluster; exit 1; }
+    act "submit the orders job (its Order type goes through Kryo)"; submit $MAIN kryo-mutable; sleep 20 ;;
   typo)
     conf "execution.checkpointing.intervall: 10 s"
     conf "execution.checkpointing.dir: file://$RUN/ckpt"
