@@ -99,3 +99,11 @@ def test_every_example_gives_its_expected_verdict(spark):
         d = run_detectors(ingest([str(path)], spark))
         got = (d.primary.runbook, d.primary.root_cause.slug) if d.primary else (None, None)
         assert got == (expected["primary"], expected["root_cause"] if expected["primary"] else None), path.name
+
+
+def test_java17_without_add_exports_stops_the_jobmanager_of_an_old_release(spark):
+    d, f = _primary(spark, "missing-add-exports-jobmanager-1.17")
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "missing-add-opens")
+    assert f.details["package"] == "sun.net.util" and f.details["failing_process_opens_it"] is False
+    assert "JobManager failed" in f.summary
+    assert "--add-exports=java.base/sun.net.util=ALL-UNNAMED" in f.patches[0].proposed

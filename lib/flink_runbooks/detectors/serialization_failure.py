@@ -76,12 +76,14 @@ class SerializationFailure(Detector):
                "network or are copied (Kryo, Avro).")
     versions = "1.9 – 2.x (Java 17 module checks with Flink >= 1.18 / Java 17; Kryo 5 since 2.0)"
     exception_classes = ("java.lang.UnsupportedOperationException", "java.lang.reflect.InaccessibleObjectException",
+                         "java.lang.IllegalAccessError",
                          "com.esotericsoftware.kryo.KryoException",
                          "org.apache.flink.api.common.InvalidProgramException", "java.io.NotSerializableException",
                          "org.apache.avro.AvroRuntimeException")
     signatures = (
         r"Generic types have been disabled in the ExecutionConfig and type .* is treated as a generic type",
         r"accessible: module [\w.]+ does not \"opens [\w.]+\" to unnamed module",
+        r"because module [\w.]+ does not export [\w.]+ to unnamed module",
         r"KryoException|Encountered unregistered class ID|Class is not registered: ",
         r"is not serializable\. The object probably contains or references non serializable fields",
         r"java\.io\.NotSerializableException: ",
@@ -180,7 +182,7 @@ class SerializationFailure(Detector):
                     extra.append(failing.event)
                     notes[len(extra)] = ("the JVM options this process logged at start-up"
                                          + ("" if details["failing_process_opens_it"] else
-                                            f": no --add-opens for {package}"))
+                                            f": no --add-opens/--add-exports for {package}"))
                 if details["failing_process_opens_it"]:
                     return "undetermined", extra, notes, details
             return "missing-add-opens", extra, notes, details
@@ -206,9 +208,9 @@ class SerializationFailure(Detector):
                 text += " Flink logged why: " + details["why_not_a_pojo"].split(" - ", 1)[-1][:200]
             return text
         if cause == "missing-add-opens":
-            return (f"{where} Java {details.get('java', '17+')} refused reflection into {details['package']} "
-                    f"({first.detail[:160]}): the process ran without Flink's --add-opens list, which Flink >= 1.18 "
-                    f"ships in env.java.opts.all.")
+            return (f"{where} Java {details.get('java', '17+')} refused access to {details['package']} "
+                    f"({first.detail[:160]}): the process ran without Flink's --add-opens/--add-exports list, which "
+                    f"Flink >= 1.18 ships in env.java.opts.all.")
         if cause == "non-serializable-closure":
             return (f"{where} A function of the job holds a field of class {first.subject}, which is not "
                     f"Serializable; Flink serializes every function into the job graph.")
@@ -264,5 +266,7 @@ def _where(first: Report) -> str:
         return f"The client could not build or submit the job ({name})."
     if "taskexecutor" in name or ev.role == "taskmanager":
         return f"A task failed on the TaskManager ({name})."
+    if "standalonesession" in name or "jobmanager" in name or ev.role == "jobmanager":
+        return f"The JobManager failed ({name})."
     return f"The job failed ({name})."
 

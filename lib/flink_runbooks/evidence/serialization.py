@@ -26,6 +26,9 @@ FIELD_GENERIC = re.compile(r"Field (?P<type>[\w.$]+)#(?P<field>\w+) will be proc
 INACCESSIBLE = re.compile(
     r"Unable to make (?P<member>.+?) accessible: module (?P<module>[\w.]+) does not \"opens (?P<package>[\w.]+)\" to "
     r"unnamed module")
+NOT_EXPORTED = re.compile(
+    r"cannot access class (?P<member>[\w.$]+) \(in module (?P<module>[\w.]+)\) because module [\w.]+ does not export "
+    r"(?P<package>[\w.]+) to unnamed module")
 KRYO = re.compile(r"com\.esotericsoftware\.kryo\.(?:KryoException|\w+Exception)|KryoException|"
                   r"Encountered unregistered class ID: \d+|Class is not registered: [\w.$]+|Buffer underflow")
 AVRO_NULL = re.compile(r"(?:NullPointerException: )?null (?:value )?(?:of|for) (?P<type>[\w.\[\]]+) in field "
@@ -38,7 +41,7 @@ NOT_SERIALIZABLE = re.compile(
 NOT_SERIALIZABLE_CAUSE = re.compile(r"java\.io\.NotSerializableException: (?P<cls>[\w.$]+)")
 JVM_LINE = re.compile(r"JVM: .* - (?P<major>\d+)(?:\.\d+)*/(?P<full>[\w.+-]+)")
 JVM_OPTIONS = re.compile(r"JVM Options:")
-ADD_OPENS = re.compile(r"--add-opens[= ](?P<spec>[\w./]+=[\w-]+)")
+ADD_OPENS = re.compile(r"--add-(?:opens|exports)[= ](?P<spec>[\w./]+=[\w-]+)")
 
 KIND_ORDER = ("generic-disabled", "inaccessible", "not-serializable", "avro-null", "kryo", "avro")
 
@@ -67,7 +70,7 @@ def failures(incident: Incident) -> list[SerializationFailure]:
 def _classify(text: str) -> tuple[str, str | None, str] | None:
     if m := GENERIC_DISABLED.search(text):
         return "generic-disabled", m["type"], m.group(0)
-    if m := INACCESSIBLE.search(text):
+    if m := INACCESSIBLE.search(text) or NOT_EXPORTED.search(text):
         return "inaccessible", m["package"], m.group(0)
     if m := NOT_SERIALIZABLE.search(text):
         cause = NOT_SERIALIZABLE_CAUSE.search(text)
