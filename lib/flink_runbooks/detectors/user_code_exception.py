@@ -4,7 +4,8 @@ Causes told apart from the timeline of the attempts (:mod:`~flink_runbooks.evide
 - ``poison-record``: the same exception at the same frame of the job's code on every attempt, after the job had
   run and checkpointed: restoring the checkpoint replays the same record into the same code.
 - ``code-bug-since-deploy``: the fault comes from the first records of a freshly submitted job (within a minute of
-  its start, before any checkpoint completed); an earlier run of the same job name that did not fail strengthens it.
+  its start, before any checkpoint completed), next to an earlier run of the same job name that did not fail or in
+  every attempt alike (one early fault alone may as well be an early poison record).
 - ``transient-dependency``: an external call from the job's code timed out or was refused, and the faults differ
   between attempts or the job ran again after a restart.
 Anything else (one attempt, an excerpt without the job's timeline) is ``undetermined`` with what to collect next.
@@ -93,7 +94,8 @@ class UserCodeException(Detector):
         RootCause("code-bug-since-deploy", "The job's current code fails on its first records: a bug of this "
                   "release (or of the data it now expects), not one bad record.",
                   "The fault within a minute of a freshly submitted job's start, before any checkpoint completed, "
-                  "thrown by the job's code.",
+                  "thrown by the job's code, with an earlier run of the same job in the logs or the same fault in "
+                  "every attempt.",
                   patches=("ops:roll back to the previous release", "code:fix the failing code", _ALERT),
                   would_change="The job running and checkpointing for a while before the first fault (a record, "
                                "not the release), or a restore from a savepoint of an older release."),
@@ -129,7 +131,9 @@ class UserCodeException(Detector):
         progressed = run.checkpoints_before > 0 or (run.seconds_to_first_fault or 0) > FIRST_RECORDS_WINDOW_S
         if external and (varies or recovered):
             cause, confidence = "transient-dependency", 0.8 if len(faults) > 1 else 0.65
-        elif not external and fresh and not is_excerpt:
+        elif not external and fresh and not is_excerpt and (run.earlier_run or same):
+            # Failing fast is only evidence of a new bug next to the release before it, or when every attempt fails
+            # the same way on its first records; one early fault may as well be an early poison record.
             cause, confidence = "code-bug-since-deploy", 0.85 if run.earlier_run else 0.75
         elif not external and same and progressed:
             cause, confidence = "poison-record", 0.85 if len(faults) >= 3 else 0.75
