@@ -11,11 +11,14 @@ setup:
 demo: setup
 	$(BIN)/flink-runbooks diagnose $(EXAMPLE) ; test $$? -le 1
 
+# Two workers (one SparkSession each); a module whose fixtures are built once keeps its tests on one worker.
+PARALLEL := -n 2 --dist loadgroup
+
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q $(PARALLEL)
 
 test-fast: setup
-	$(BIN)/python -m pytest -q -m "not notebook and not cluster and not slow"
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not notebook and not cluster and not slow"
 
 # Generated bundles of 100 MB, 1 GB and 5 GB (cached in build/bench); figures to build/bench/results.md.
 bench: setup

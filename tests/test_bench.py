@@ -18,6 +18,9 @@ from flink_runbooks.apps.bench.generate import generate, parse_size
 from flink_runbooks.collect.ingest import ingest
 from flink_runbooks.collect.scan import line_patterns
 
+# its module-scoped fixtures are built once: every test of the module runs on one worker
+pytestmark = pytest.mark.xdist_group("test_bench")
+
 
 def _example_lines() -> list[str]:
     lines = []

@@ -61,7 +61,14 @@ def test_new_runbook_creates_four_parts_that_fail_until_written(tmp_path):
     for section in ("## Meaning", "## Impact", "## Diagnosis", "## Mitigation", "## References"):
         assert section in sources
     assert 'open_runbook("sql-connector-missing"' in sources
-    compile((tmp_path / rel[3]).read_text(), rel[3], "exec")
+    test_source = (tmp_path / rel[3]).read_text()
+    compile(test_source, rel[3], "exec")
+    # the generated test calls ingest as it is defined: the paths first, then the session
+    import inspect
+
+    from flink_runbooks.collect.ingest import ingest
+    assert list(inspect.signature(ingest).parameters)[:2] == ["paths", "spark"]
+    assert "ingest([str(example(SLUG, " in test_source and "], spark)" in test_source
 
 
 def test_new_runbook_never_overwrites_and_rejects_bad_names(tmp_path):

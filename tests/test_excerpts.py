@@ -196,7 +196,12 @@ def run_case(tmp_path: pathlib.Path, path: pathlib.Path, expected: dict, shapes)
 
 SHAPES = tuple(WHOLE_FILE) + EXCERPTS
 # Shapes that do not give the same answer yet, with why; they are reported in data/ACCURACY.md, not asserted.
-KNOWN_GAPS: dict[tuple[str, str], str] = {}
+KNOWN_GAPS: dict[tuple[str, str], str] = {
+    ("rocksdb-restore-corruption/local-state-corrupt-1.17", "no-timestamps"):
+        "without time stamps across the two files the job's recovery from the NullPointerException before the restore "
+        "does not show, so that failure (user-code-exception, undetermined at 0.40) ranks before the corrupt local "
+        "state the restore fell back from (still reported, local-state-corrupt at 0.70)",
+}
 
 
 @pytest.mark.parametrize("slug, name, path, expected", CASES, ids=[f"{c[0]}/{c[1]}" for c in CASES])

@@ -22,6 +22,9 @@ from flink_runbooks.collect.ingest import ingest  # noqa: E402
 from flink_runbooks.diagnose import run_detectors  # noqa: E402
 from flink_runbooks.render.report import diagnosis_dict  # noqa: E402
 
+# its module-scoped fixtures are built once: every test of the module runs on one worker
+pytestmark = pytest.mark.xdist_group("test_golden")
+
 PINS = ROOT / "tests" / "golden" / "diagnoses.json"
 INCIDENTS = expected_incidents()
 

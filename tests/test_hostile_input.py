@@ -21,6 +21,9 @@ import pytest
 
 from conftest import example
 
+# its module-scoped fixtures are built once: every test of the module runs on one worker
+pytestmark = pytest.mark.xdist_group("test_hostile_input")
+
 GOOD = ("checkpoint-tolerable-failure-threshold", "storage-permission-denied")
 PRIMARY = "checkpoint-tolerable-failure-threshold"
 CLI = [sys.executable, "-m", "flink_runbooks.apps.cli"]

@@ -13,6 +13,9 @@ import pytest
 from conftest import example
 from flink_runbooks.apps import cli
 
+# its module-scoped fixtures are built once: every test of the module runs on one worker
+pytestmark = pytest.mark.xdist_group("test_secrets")
+
 # Distinct values, so a scan for them cannot hit anything else.
 PLANTED = {
     "s3_secret": "Pl4ntS3cretKey",

@@ -25,6 +25,9 @@ from flink_runbooks.parse.config import parse_conf
 from flink_runbooks.detectors import get_detector, slugs
 from flink_runbooks.parse.redact import REDACTED, is_sensitive_key
 
+# its module-scoped fixtures are built once: every test of the module runs on one worker
+pytestmark = pytest.mark.xdist_group("test_site")
+
 SEEDS = ROOT.parent / "shared" / "seeds"  # the shared folder beside the repository
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

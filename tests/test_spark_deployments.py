@@ -20,7 +20,7 @@ from conftest import example
 from flink_runbooks.apps import cli
 from spark_deployments import ConnectServer, StandaloneCluster, loopback_env, start_connect_server, start_standalone
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("test_spark_deployments")]
 
 CLI = pathlib.Path(sys.executable).with_name("flink-runbooks")
 CLI_TIMEOUT_S = 300

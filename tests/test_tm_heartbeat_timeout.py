@@ -137,3 +137,13 @@ def test_genuine_frozen_jvm_incident(spark):
     assert next(p for p in primary.patches if p.key == "heartbeat.timeout").proposed == "130 s"
     lost = next(f for f in diagnosis.findings if f.runbook == "taskmanager-lost")
     assert not lost.primary and lost.root_cause.slug == "tm-unresponsive"
+
+
+def test_a_jobmanager_frozen_past_the_timeout_is_told_from_a_network_partition(spark):
+    # genuine 1.20.3 logs: the JobManager stopped (SIGSTOP) for 47 s; the TaskManager logged on and timed out on it
+    frozen = run_detectors(ingest([str(example("rpc-timeout", "frozen-jobmanager-savepoint-1.20"))], spark))
+    [finding] = [f for f in frozen.findings if f.runbook == "tm-heartbeat-timeout"]
+    assert finding.root_cause.slug == "jobmanager-unresponsive" and "silent for 47 s" in finding.summary
+    # a partition between data centres: the JobManager's log is quiet, but does not resume right at the timeout
+    partition = run_detectors(ingest([str(example("tm-heartbeat-timeout", "network-partition-1.13"))], spark))
+    assert partition.primary.root_cause.slug == "network-partition"

@@ -61,7 +61,7 @@ SLUG = "{slug}"
 
 
 def test_example_incident_gives_its_root_cause(spark):
-    incident = ingest(spark, [str(example(SLUG, "{incident}"))])
+    incident = ingest([str(example(SLUG, "{incident}"))], spark)
     diagnosis = run_detectors(incident)
     assert not diagnosis.errors
     assert diagnosis.primary is not None and diagnosis.primary.runbook == SLUG

@@ -209,6 +209,14 @@ def _classify(incident: Incident, inv: Inventory, ctx: LossContext, together: li
         if jm_gap is not None and jm_gap >= 0.8 * timeout_s:
             return "jobmanager-unresponsive", (f"All {len(together)} TaskManagers timed out together after "
                                                f"{jm_gap:.0f} s of silence in the JobManager's log.")
+    if ctx.alive_after and ctx.tm_side_timeouts:
+        # Both sides timed out while the TaskManager kept logging: a JobManager whose own log is silent across the
+        # timeout was the one that stalled (it reports the loss only when it runs again).
+        jm_gap = _jobmanager_stall(incident, ctx.loss.ts)
+        if jm_gap is not None and jm_gap >= 0.8 * timeout_s:
+            return "jobmanager-unresponsive", (f"The TaskManager's own log goes on and reports the JobManager's "
+                                               f"heartbeat timing out, while the JobManager's log is silent for "
+                                               f"{jm_gap:.0f} s and resumes only as it reports the loss.")
     if ctx.alive_after or len(together) >= 2:
         return "network-partition", ("Its own log goes on through the timeout." if ctx.alive_after else
                                      f"{len(together)} TaskManagers timed out together.")
@@ -224,6 +232,23 @@ def _jobmanager_silence(incident: Incident, ts: str | None) -> float | None:
     jm = [ev for ev in incident.events if ev.role == "jobmanager" and ev.ts and ts and ev.ts < ts
           and not HEARTBEAT_TIMEOUT.search(ev.text)]
     return seconds_between(jm[-1].ts, ts) if jm else None
+
+
+def _jobmanager_stall(incident: Incident, ts: str | None) -> float | None:
+    """How long the JobManager's log was silent before it resumed right at ``ts``: a stalled JobManager writes
+    nothing, and when it runs again its overdue timers fire at once (a checkpoint trigger, the heartbeat timeouts).
+    None when its log does not resume within :data:`RESUME_S` of ``ts`` (a quiet JobManager, not a stalled one)."""
+    jm = [ev.ts for ev in incident.events if ev.role == "jobmanager" and ev.ts and ts and ev.ts <= ts
+          and not HEARTBEAT_TIMEOUT.search(ev.text)]
+    resumed = [t for t in jm if (seconds_between(t, ts) or 0) <= RESUME_S]
+    before = [t for t in jm if (seconds_between(t, ts) or 0) > RESUME_S]
+    if not resumed or not before:
+        return None
+    return seconds_between(before[-1], resumed[0])
+
+
+# A stalled JobManager's first lines after it runs again come within this many seconds of the timeouts it reports.
+RESUME_S = 2
 
 
 def _rpc_timeouts(incident: Incident, tm, ts: str | None) -> list[Event]:

@@ -144,15 +144,21 @@ def strip_prefix(line: str) -> str:
     return strip_any_prefix(line)
 
 
+_BARE_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:Z|[+-]\d{2}:?\d{2})\s*$")
+
+
 def strip_known_prefix(line: str) -> str:
     """Remove a docker-compose / Kubernetes / test-runner / syslog / platform prefix, if any."""
+    if _BARE_RFC3339.match(line):
+        return ""  # an empty line of the process's output, behind kubectl's time stamp
     m = _PREFIX_RE.match(line)
     if not m:
         return line
     rest = line[m.end():]
     # A docker-compose service name could be mistaken for the first word of a stack frame; only strip when what
     # follows looks like log content.
-    return rest if rest[:1] in ("\t", " ", "{") or _HEADER_RE.match(rest) or _JAVA_CLASS.match(rest) or _SIMPLE_CLASS_RE.match(rest) or rest.startswith(("Caused by", "Suppressed", "at ", "...", "Exception in thread")) else line
+    # (A prefix with nothing after it is an empty line of the process's output.)
+    return rest if not rest.strip() or rest[:1] in ("\t", " ", "{") or _HEADER_RE.match(rest) or _JAVA_CLASS.match(rest) or _SIMPLE_CLASS_RE.match(rest) or rest.startswith(("Caused by", "Suppressed", "at ", "...", "Exception in thread")) else line
 
 
 # Where structure starts after an unknown prefix: a frame, Caused by, an exception class, a time stamp and a level.
