@@ -147,3 +147,9 @@ def test_file_names_in_warnings_stay_readable(spark, capsys, tmp_path):
     assert any(w.startswith(f"{tmp_path / 'passwd'}: unknown log layout") for w in doc["warnings"]), doc["warnings"]
     cli.main(["diagnose", str(tmp_path / "passwd"), str(tmp_path / "jobmanager.log")])
     assert f"{tmp_path / 'passwd'}: unknown log layout" in capsys.readouterr().out
+
+
+def test_logged_key_value_form_is_masked_but_prose_before_a_comma_is_not():
+    assert redact_text("Loading configuration property: s3.secret-key, abc123") == \
+        f"Loading configuration property: s3.secret-key, {REDACTED}"
+    assert redact_text("the brokers refused credentials, a missing ACL") == "the brokers refused credentials, a missing ACL"

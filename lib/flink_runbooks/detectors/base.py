@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import fnmatch
+import re
 from typing import ClassVar, Iterable
 
 from flink_runbooks.model import Event, Evidence, Finding, Incident, Patch, RootCause, earliest_ts
@@ -143,6 +144,12 @@ class Detector:
     @staticmethod
     def ops_patch(key: str, reason: str, snippet: str | None = None) -> Patch:
         return Patch(target="ops", key=key, proposed=None, reason=reason, snippet=snippet)
+
+
+def signature(rx) -> str:
+    """A compiled reading's pattern as a signature: its named groups made plain, because the pre-filter joins every
+    signature into one expression (a group name may occur once) and the site runs them in the browser."""
+    return re.sub(r"\(\?P<\w+>", "(?:", rx.pattern)
 
 
 def version_key(incident: Incident, key: str) -> str:

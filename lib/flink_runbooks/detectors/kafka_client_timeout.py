@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from flink_runbooks.detectors.base import Detector
+from flink_runbooks.detectors.base import Detector, signature
 from flink_runbooks.evidence.episodes import failure_events, is_excerpt
 from flink_runbooks.evidence.kafka_clients import (
     LEGACY_COMMIT_FAILED, LEGACY_THREAD_COMMIT_FAILED, SOURCE_COMMIT_FAILED, ClientConfig, client_configs,
@@ -35,12 +35,7 @@ NODE_ASSIGNMENT = re.compile(r"Timed out waiting for a node assignment|Timed out
                              r"Timed out waiting for a node assignment\. Call: (?P<call>\w+)")
 
 
-def _bare(rx: re.Pattern[str]) -> str:
-    """The pattern without its group names, to be combined with others."""
-    return re.sub(r"\(\?P<\w+>", "(?:", rx.pattern)
-
-
-CLIENT_TIMEOUT = re.compile(rf"{_bare(POSITION_TIMEOUT)}|{_bare(METADATA_TIMEOUT)}|{_bare(NODE_ASSIGNMENT)}|"
+CLIENT_TIMEOUT = re.compile(rf"{signature(POSITION_TIMEOUT)}|{signature(METADATA_TIMEOUT)}|{signature(NODE_ASSIGNMENT)}|"
                             r"org\.apache\.kafka\.common\.errors\.TimeoutException|"
                             r"Timeout expired after \d+ ?milliseconds while awaiting \w+")
 AUTHENTICATION = re.compile(r"SaslAuthenticationException|SslAuthenticationException|"
@@ -51,7 +46,7 @@ AUTHORIZATION = re.compile(r"(?:Topic|Group|TransactionalId|Cluster)Authorizatio
                            r"=TOPIC_AUTHORIZATION_FAILED|Topic authorization failed for topics (?P<topics>\[[^\]]*\])")
 TOPIC_MISSING = re.compile(r"UnknownTopicOrPartitionException|This server does not host this topic-partition|"
                            r"=UNKNOWN_TOPIC_OR_PARTITION")
-KAFKA_FAULT = re.compile(rf"{CLIENT_TIMEOUT.pattern}|{_bare(AUTHENTICATION)}|{_bare(AUTHORIZATION)}|"
+KAFKA_FAULT = re.compile(rf"{CLIENT_TIMEOUT.pattern}|{signature(AUTHENTICATION)}|{signature(AUTHORIZATION)}|"
                          rf"{TOPIC_MISSING.pattern}")
 # NetworkClient: a connection that could not be made, a host that does not resolve, the bootstrap dropping us.
 CONNECT_FAILED = re.compile(r"Connection to node (?P<node>-?\d+) \((?P<addr>[^)]*)\) could not be established\. "
@@ -120,7 +115,7 @@ class KafkaClientTimeout(Detector):
         "org.apache.kafka.common.errors.UnknownTopicOrPartitionException",
     )
     signatures = (
-        POSITION_TIMEOUT.pattern,
+        signature(POSITION_TIMEOUT),
         r"not present in metadata after \d+ ms|Timeout expired while fetching topic metadata",
         r"Timed out waiting for a node assignment|Timed out waiting to send the call",
         r"org\.apache\.kafka\.common\.errors\.(?:TimeoutException|SaslAuthenticationException|"

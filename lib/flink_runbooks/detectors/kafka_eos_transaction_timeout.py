@@ -22,7 +22,7 @@ from flink_runbooks.evidence.kafka_transactions import (
     transaction_errors, transaction_timeout, transactional_id_prefix, transactional_producers,
 )
 from flink_runbooks.model import Finding, Incident, RootCause
-from flink_runbooks.detectors.base import Detector
+from flink_runbooks.detectors.base import Detector, signature
 from flink_runbooks.parse.flink_messages import Wording
 from flink_runbooks.parse.units import format_duration
 
@@ -51,12 +51,12 @@ class KafkaEosTransactionTimeout(Detector):
     )
     frames = (r"org\.apache\.flink\.(?:connector\.kafka\.sink|streaming\.connectors\.kafka)\.",)
     signatures = (
-        TIMEOUT_ABOVE_MAX.pattern,
-        FENCED.pattern,
-        PID_MAPPING.pattern,
-        RECOVERY_COMMIT_FAILED.pattern,
-        OPEN_TOO_LONG.pattern,
-        COMMITTER_TIMEOUT.pattern,
+        signature(TIMEOUT_ABOVE_MAX),
+        signature(FENCED),
+        signature(PID_MAPPING),
+        signature(RECOVERY_COMMIT_FAILED),
+        signature(OPEN_TOO_LONG),
+        signature(COMMITTER_TIMEOUT),
         r"Property \[transaction\.timeout\.ms\] not specified",
         r"Restoring job \w+ from",
         r"ProducerConfig values:",

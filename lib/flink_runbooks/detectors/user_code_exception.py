@@ -271,7 +271,7 @@ def _grep_word(uf: UserFault) -> str:
 
 
 def _claimed_elsewhere(uf: UserFault) -> bool:
-    """A fault another root-cause runbook names (serialization, memory, configuration...) is that runbook's."""
+    """A fault that another runbook names as its root cause (serialization, memory, configuration...) is that runbook's."""
     from flink_runbooks.detectors import all_detectors
     from flink_runbooks.parse.flink_messages import recognise
 

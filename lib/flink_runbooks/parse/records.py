@@ -287,10 +287,11 @@ class RecordAssembler:
             return None
         done = None
         if (self.current is not None and self.current.layout == "excerpt" and last
-                and (last[1] == "frame" or (last[1] == "header" and not self.current.chain))
+                and (last[1] == "frame"
+                     or (last[1] == "header" and not self.current.chain and not unprefixed[:1].isspace()))
                 and not _CONFIG_ENTRY.match(line)):
-            # In a pasted excerpt a message after a stack trace, or after another message it does not continue, is
-            # the next record's ("Job ... switched from RUNNING to FAILED." between two traces).
+            # In a pasted excerpt a message after a stack trace, or after another message it does not continue (an
+            # indented line does), is the next record's ("Job ... switched from RUNNING to FAILED." between traces).
             done = self._flush()
         rec = self.current or self._orphan(index)
         self.current = rec

@@ -86,6 +86,10 @@ def redact_text(text: str | None) -> str | None:
     def pair(m: re.Match[str]) -> str:
         if _is_redacted(m.group("value")):
             return m.group(0)
+        if m.group("sep").startswith(",") and not re.search(r"[._-]", m.group("key")):
+            # "key, value" is Flink's logged form of a configuration key, which always has a separator in its name;
+            # a bare word before a comma is prose ("refused credentials, a missing ACL").
+            return m.group(0)
         return f"{m.group('key')}{m.group('sep')}{REDACTED}"
 
     def quoted_pair(m: re.Match[str]) -> str:
