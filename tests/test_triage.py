@@ -240,3 +240,27 @@ def test_an_alert_with_a_version_that_is_not_one_is_refused(tmp_path):
     answer = client.post("/alerts", json=payload)
     assert answer.status_code == 400 and "flink_version" in answer.json()["detail"]
     assert not list((tmp_path / "runs").iterdir())
+
+
+def test_a_kernel_that_died_before_answering_is_started_again_but_a_failing_cell_is_not(monkeypatch, tmp_path):
+    from flink_runbooks.apps import notebook_runner
+    from flink_runbooks.apps.notebook_runner import NotebookRun
+
+    def runs(*errors):
+        queue = list(errors)
+
+        def once(*_args, **_kwargs):
+            error = queue.pop(0)
+            return NotebookRun("failed" if error else "ok", 1.0, error, None)
+        return once, queue
+
+    once, left = runs("RuntimeError: Kernel died before replying to kernel_info", None)
+    monkeypatch.setattr(notebook_runner, "_run_once", once)
+    run = notebook_runner.run_notebook(tmp_path / "a.ipynb", tmp_path / "b.ipynb", parameters={}, cwd=tmp_path,
+                                       timeout_s=10)
+    assert run.status == "ok" and not left
+    once, left = runs("cell 4: ValueError: bad input", None)
+    monkeypatch.setattr(notebook_runner, "_run_once", once)
+    run = notebook_runner.run_notebook(tmp_path / "a.ipynb", tmp_path / "b.ipynb", parameters={}, cwd=tmp_path,
+                                       timeout_s=10)
+    assert run.status == "failed" and run.error == "cell 4: ValueError: bad input" and left == [None]

@@ -26,9 +26,26 @@ class NotebookRun:
     executed: pathlib.Path | None  # the executed notebook, when papermill wrote one
 
 
+# A kernel that dies before it answers at all lost a race for its ports with another kernel starting at the same
+# moment (jupyter_client picks free ports, then binds them): nothing of the notebook ran, so it is started again.
+KERNEL_START_FAILED = re.compile(r"Kernel died before replying to kernel_info|Kernel didn't respond in \d+ seconds")
+KERNEL_START_ATTEMPTS = 3
+
+
 def run_notebook(source: pathlib.Path, executed: pathlib.Path, *, parameters: dict[str, Any], cwd: pathlib.Path,
                  timeout_s: float) -> NotebookRun:
     """Execute ``source`` into ``executed`` with ``parameters``; never raises for a failing notebook."""
+    started = time.monotonic()
+    for _attempt in range(KERNEL_START_ATTEMPTS):
+        run = _run_once(source, executed, parameters=parameters, cwd=cwd, timeout_s=timeout_s)
+        if run.status != "failed" or not KERNEL_START_FAILED.search(run.error or ""):
+            break
+    run.duration_s = round(time.monotonic() - started, 2)
+    return run
+
+
+def _run_once(source: pathlib.Path, executed: pathlib.Path, *, parameters: dict[str, Any], cwd: pathlib.Path,
+              timeout_s: float) -> NotebookRun:
     cmd = [sys.executable, "-m", "papermill", str(source), str(executed), "-k", KERNEL, "--cwd", str(cwd),
            "--no-progress-bar", "--execution-timeout", str(int(timeout_s))]
     if parameters:

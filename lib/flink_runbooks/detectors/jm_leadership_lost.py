@@ -287,11 +287,4 @@ def _within(ev: Event, loss: Event) -> bool:
 
 
 def _gc_seconds(ev: Event) -> float:
-    m = cluster.GC_PAUSE.search(ev.text)
-    if not m:
-        return 0.0
-    if m["ms"]:
-        return float(m["ms"]) / 1000
-    if m["pause"]:
-        return float(m["pause"]) / 1000
-    return float(m["secs"] or m["stopped"] or 0)
+    return cluster.gc_pause_seconds(ev.text)

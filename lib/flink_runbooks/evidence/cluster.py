@@ -374,6 +374,12 @@ def loss_context(incident: Incident, tm: TaskManager, loss: Loss) -> LossContext
     return ctx
 
 
+def gc_pause_seconds(text: str) -> float:
+    """The length of the GC pause a log line reports (0 when it reports none)."""
+    m = GC_PAUSE.search(text)
+    return _gc_seconds(m) if m else 0.0
+
+
 def _gc_seconds(m: re.Match[str]) -> float:
     if m["ms"]:
         return float(m["ms"]) / 1000
