@@ -2,11 +2,15 @@
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import shutil
+import signal
 import socket
+import subprocess
 import threading
 import time
+import uuid
 import urllib.error
 import urllib.request
 
@@ -150,7 +154,7 @@ def _wait(base: str, run: str, timeout: float = 240) -> dict:
     while time.monotonic() < deadline:
         code, doc = _request(f"{base}/runs/{run}")
         assert code == 200
-        if doc["status"] != "running":
+        if doc["status"] not in ("queued", "running"):
             return doc
         time.sleep(0.5)
     raise AssertionError("triage did not finish")
@@ -264,3 +268,79 @@ def test_a_kernel_that_died_before_answering_is_started_again_but_a_failing_cell
     run = notebook_runner.run_notebook(tmp_path / "a.ipynb", tmp_path / "b.ipynb", parameters={}, cwd=tmp_path,
                                        timeout_s=10)
     assert run.status == "failed" and run.error == "cell 4: ValueError: bad input" and left == [None]
+
+
+# -- an output folder taken literally, an interrupted run, a full disk ----------------------------------------
+
+def test_braces_in_out_are_part_of_the_folder_name_not_papermill_parameters(tmp_path):
+    out = tmp_path / "b{job}" / "{incident_cache}"
+    report = triage([str(example(SLUG, "healthy"))], out, runbooks=["succeeds"], runbooks_dir=TEST_NOTEBOOKS,
+                    timeout_s=120)
+    [run] = report.runbooks
+    assert run.status == "ok", run.error
+    assert pathlib.Path(run.notebook) == out / "runbooks" / "succeeds.ipynb" and pathlib.Path(run.notebook).exists()
+    assert json.loads((out / "report.json").read_text())["status"] == "complete"
+
+
+def _processes_marked(marker: str) -> list[int]:
+    """Processes whose environment carries ``marker`` (the triage, papermill and every kernel it started)."""
+    found = []
+    for proc in pathlib.Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if marker.encode() in (proc / "environ").read_bytes():
+                    found.append(int(proc.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
+def test_an_interrupted_triage_says_so_in_report_json_exits_with_one_line_and_leaves_no_process(tmp_path, signum, code, word):
+    marker = f"FLINK_RUNBOOKS_TEST_RUN={uuid.uuid4().hex}"
+    env = os.environ | {marker.split("=")[0]: marker.split("=")[1]}
+    out = tmp_path / "out"
+    proc = subprocess.Popen([str(ROOT / ".venv" / "bin" / "flink-runbooks"), "triage", str(example(SLUG, "healthy")),
+                             "--out", str(out), "--runbooks", "hangs", "--runbooks-dir", str(TEST_NOTEBOOKS),
+                             "--timeout", "600"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120  # a guard against a hang, not a timing assertion
+    while not list((out / "runbooks").glob("*.ipynb")) or len(_processes_marked(marker)) < 3:
+        assert proc.poll() is None and time.monotonic() < deadline, "the hanging runbook never started"
+        time.sleep(0.2)
+    proc.send_signal(signum)
+    _stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == code
+    assert stderr.strip().splitlines() == [f"flink-runbooks: {word}; {out / 'report.json'} lists what completed"]
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["status"] == "interrupted" and doc["stage"] == "runbooks"
+    assert [(r["runbook"], r["status"]) for r in doc["runbooks"]] == [("hangs", "interrupted")]
+    while _processes_marked(marker):  # the kernel ends itself once papermill is gone
+        assert time.monotonic() < deadline, f"left behind: {_processes_marked(marker)}"
+        time.sleep(0.2)
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A real file system of 256 KiB (tmpfs), so writes fail with 'No space left on device' as on a full disk."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_disk_is_one_line_exit_2_and_report_json_says_the_run_failed(small_disk, capsys):
+    # Room for the reserved report.json and little else: the saved incident, the notebook or the patches fill it.
+    (small_disk / "filler").write_bytes(b"\0" * 160 * 1024)
+    out = small_disk / "out"
+    code = cli.main(["triage", str(example("rocksdb-restore-corruption", "remote-checkpoint-corrupt-v1.20")),
+                     "--out", str(out), "--runbooks", "succeeds", "--runbooks-dir", str(TEST_NOTEBOOKS)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "No space left on device" in err and "internal error" not in err
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["status"] == "failed" and "No space left on device" in doc["error"]
+    assert doc["stage"] in ("save incident", "runbooks", "patches", "report")

@@ -1,7 +1,7 @@
 """``flink-runbooks``: the command line used by people on call and by incident automation.
 
-Exit codes (a contract): 0 nothing found, 1 findings, 2 bad input or usage, 3 (triage, site) a runbook failed,
-4 internal error.
+Exit codes (a contract): 0 nothing found, 1 findings, 2 bad input or usage (or an output that cannot be written),
+3 (triage, site) a runbook failed, 4 internal error, 130 / 143 interrupted (Ctrl-C / SIGTERM).
 """
 from __future__ import annotations
 
@@ -12,6 +12,16 @@ import sys
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 # A crash must not look like "findings" (1) to automation; 3 is triage's "a runbook failed".
 EXIT_INTERNAL_ERROR = 4
+# The shell's convention, 128 + the signal's number.
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a stopping service manager or automation's timeout), handled like Ctrl-C."""
+
+
+def _on_sigterm(_signum, _frame):
+    raise Terminated()
 
 
 def flink_version(text: str) -> str:
@@ -163,6 +173,12 @@ def cmd_triage(args) -> int:
     except (InputError, TriageError, KeyError, SparkUnavailable) as exc:
         print(f"flink-runbooks: {exc.args[0] if exc.args else exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt as exc:
+        report = os.path.join(args.out, "report.json")
+        what = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"flink-runbooks: {what}; {report} lists what completed" if os.path.exists(report)
+              else f"flink-runbooks: {what}", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     if args.format == "json":
         print(json.dumps(report.to_dict(), indent=2))
     else:
@@ -243,17 +259,28 @@ def _one_line(exc: Exception) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import signal
+    import threading
+
     args = _parser().parse_args(argv)
     handler = {"diagnose": cmd_diagnose, "triage": cmd_triage, "serve": cmd_serve, "site": cmd_site,
                "runbooks": cmd_runbooks, "new-runbook": cmd_new_runbook}[args.command]
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread and args.command != "serve" else None
     try:
         return handler(args)
+    except KeyboardInterrupt as exc:
+        print(f"flink-runbooks: {'terminated' if isinstance(exc, Terminated) else 'interrupted'}", file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the exit code contract covers every failure
         if os.environ.get("FLINK_RUNBOOKS_DEBUG"):
             raise
         print(f"flink-runbooks: internal error: {_one_line(exc)} (set FLINK_RUNBOOKS_DEBUG=1 for the traceback)",
               file=sys.stderr)
         return EXIT_INTERNAL_ERROR
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,18 +9,17 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
 
 KERNEL = "flink-runbooks"
-# Cells whose code a reader does not need (parameters, the call into lib/): pages show only their output.
-HIDDEN_INPUT_TAGS = frozenset({"setup", "parameters", "injected-parameters"})
 
 
 @dataclass
 class NotebookRun:
-    status: str  # ok | failed | timed out
+    status: str  # ok | failed | timed out | interrupted
     duration_s: float
     error: str | None  # the failing cell and its message
     executed: pathlib.Path | None  # the executed notebook, when papermill wrote one
@@ -32,35 +31,72 @@ KERNEL_START_FAILED = re.compile(r"Kernel died before replying to kernel_info|Ke
 KERNEL_START_ATTEMPTS = 3
 
 
+# How often a running notebook looks at its cancel event: the delay between Ctrl-C and its kernel being stopped.
+CANCEL_POLL_S = 0.25
+
+
 def run_notebook(source: pathlib.Path, executed: pathlib.Path, *, parameters: dict[str, Any], cwd: pathlib.Path,
-                 timeout_s: float) -> NotebookRun:
-    """Execute ``source`` into ``executed`` with ``parameters``; never raises for a failing notebook."""
+                 timeout_s: float, cancel: threading.Event | None = None) -> NotebookRun:
+    """Execute ``source`` into ``executed`` with ``parameters``; never raises for a failing notebook. Once ``cancel``
+    is set, a running notebook is killed (with its kernel) and one not yet started is not started."""
     started = time.monotonic()
+    cancel = cancel or threading.Event()
+    if cancel.is_set():
+        return NotebookRun("interrupted", 0.0, "interrupted before it started", None)
     for _attempt in range(KERNEL_START_ATTEMPTS):
-        run = _run_once(source, executed, parameters=parameters, cwd=cwd, timeout_s=timeout_s)
+        run = _run_once(source, executed, parameters=parameters, cwd=cwd, timeout_s=timeout_s, cancel=cancel)
         if run.status != "failed" or not KERNEL_START_FAILED.search(run.error or ""):
             break
     run.duration_s = round(time.monotonic() - started, 2)
     return run
 
 
+def literal_path(path: pathlib.Path) -> str:
+    """A path papermill takes as it is: papermill fills ``{name}`` in its input and output paths from the notebook's
+    parameters, so an output folder named ``b{job}`` would fail and ``{incident_cache}`` would write elsewhere."""
+    return str(path).replace("{", "{{").replace("}", "}}")
+
+
 def _run_once(source: pathlib.Path, executed: pathlib.Path, *, parameters: dict[str, Any], cwd: pathlib.Path,
-              timeout_s: float) -> NotebookRun:
-    cmd = [sys.executable, "-m", "papermill", str(source), str(executed), "-k", KERNEL, "--cwd", str(cwd),
-           "--no-progress-bar", "--execution-timeout", str(int(timeout_s))]
+              timeout_s: float, cancel: threading.Event) -> NotebookRun:
+    cmd = [sys.executable, "-m", "papermill", literal_path(source), literal_path(executed), "-k", KERNEL,
+           "--cwd", str(cwd), "--no-progress-bar", "--execution-timeout", str(int(timeout_s))]
     if parameters:
         cmd += ["-y", json.dumps(parameters)]  # JSON is YAML: values keep their types
     started = time.monotonic()
+    # Its own process group: a timeout or an interrupt kills papermill with everything it started; the kernel (in a
+    # session of its own) ends itself when its parent papermill is gone (ipykernel's parent poller).
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = started + timeout_s
     try:
-        _stdout, stderr = proc.communicate(timeout=timeout_s)
-        status = "ok" if proc.returncode == 0 else "failed"
-        error = None if proc.returncode == 0 else papermill_error(executed, stderr)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        status, error = "timed out", f"still running after {timeout_s:g}s; killed"
+        while True:
+            try:
+                _stdout, stderr = proc.communicate(timeout=max(0.0, min(CANCEL_POLL_S, deadline - time.monotonic())))
+                break
+            except subprocess.TimeoutExpired:
+                if cancel.is_set():
+                    _kill(proc)
+                    return NotebookRun("interrupted", round(time.monotonic() - started, 2),
+                                       f"interrupted after {time.monotonic() - started:.0f}s; killed", None)
+                if time.monotonic() >= deadline:
+                    _kill(proc)
+                    return NotebookRun("timed out", round(time.monotonic() - started, 2),
+                                       f"still running after {timeout_s:g}s; killed",
+                                       executed if executed.exists() else None)
+    except BaseException:
+        _kill(proc)  # an interrupt of this thread leaves no papermill behind
+        raise
+    status = "ok" if proc.returncode == 0 else "failed"
+    error = None if proc.returncode == 0 else papermill_error(executed, stderr)
     return NotebookRun(status, round(time.monotonic() - started, 2), error, executed if executed.exists() else None)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
 
 
 def papermill_error(executed: pathlib.Path, stderr: str) -> str:

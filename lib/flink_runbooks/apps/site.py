@@ -39,7 +39,8 @@ from flink_runbooks.model import Finding
 from flink_runbooks.notebook import PROJECT_ROOT
 from flink_runbooks.parse.redact import redact_text
 from flink_runbooks.render.decision_table import decision_table_html
-from flink_runbooks.apps.notebook_runner import HIDDEN_INPUT_TAGS, run_notebook
+from flink_runbooks.apps.notebook_runner import run_notebook
+from flink_runbooks.render.notebook_html import HIDDEN_INPUT_TAGS
 from flink_runbooks import catalogue
 from flink_runbooks.catalogue import CATEGORIES, category_label, category_rank
 from flink_runbooks.apps.site_keys import PatchedKey, key_renames, key_sections

@@ -10,15 +10,19 @@ import json
 import os
 import pathlib
 import re
+import shutil
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
 
-from flink_runbooks.apps.notebook_runner import HIDDEN_INPUT_TAGS, run_notebook
+from flink_runbooks.apps.notebook_runner import run_notebook
 from flink_runbooks.diagnose import Diagnosis, run_detectors
 from flink_runbooks.model import Finding, Patch, parse_version
 from flink_runbooks.render.patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
 from flink_runbooks.parse.redact import redact_text
+from flink_runbooks.render.markdown import render_markdown
+from flink_runbooks.render.notebook_html import render_html
 from flink_runbooks.render.report import diagnosis_dict
 
 RUNBOOKS_DIR = pathlib.Path(__file__).resolve().parents[3] / "runbooks"
@@ -29,10 +33,14 @@ class TriageError(Exception):
     """Bad input or output location; the message is one line for the user."""
 
 
+class TriageOutputError(TriageError):
+    """The output could not be written (a full disk, a read-only folder); report.json says so when it could be."""
+
+
 @dataclass
 class RunbookResult:
     runbook: str
-    status: str = "pending"  # ok | failed | timed out
+    status: str = "pending"  # ok | failed | timed out | interrupted (killed, or never started)
     duration_s: float = 0.0
     error: str | None = None  # the failing cell and its message
     notebook: str | None = None
@@ -45,6 +53,9 @@ class TriageReport:
     diagnosis: Diagnosis
     runbooks: list[RunbookResult] = field(default_factory=list)
     patches: dict[str, str] = field(default_factory=dict)  # name -> path
+    status: str = "running"  # complete | interrupted | failed (an output that could not be written)
+    stage: str | None = None  # what was under way when the run stopped
+    error: str | None = None
 
     @property
     def exit_code(self) -> int:
@@ -53,7 +64,10 @@ class TriageReport:
         return 1 if self.diagnosis.findings else 0
 
     def to_dict(self) -> dict:
-        doc = diagnosis_dict(self.diagnosis)
+        doc = {"status": self.status}
+        if self.status != "complete":
+            doc |= {"stage": self.stage, "error": self.error}
+        doc |= diagnosis_dict(self.diagnosis)
         doc["runbooks"] = [asdict(r) for r in self.runbooks]
         doc["patches"] = self.patches
         doc["out"] = str(self.out)
@@ -90,6 +104,9 @@ def triage(
     runbooks_dir: str | os.PathLike | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> TriageReport:
+    """Ingest, diagnose, run the runbooks, write the report. An interrupt (``KeyboardInterrupt``) or an output that
+    cannot be written (:class:`TriageOutputError`) still leaves ``report.json`` saying so and what completed, and no
+    notebook process behind."""
     from flink_runbooks.collect.listing import check_local_paths
     from flink_runbooks.collect.ingest import ingest
     from flink_runbooks.collect.store import save_incident
@@ -98,73 +115,150 @@ def triage(
     check_local_paths(paths)
     created = not pathlib.Path(out).exists()
     out_dir = prepare_out_dir(out, paths, force)
+    reserve_report(out_dir)
     say(f"ingest: reading {', '.join(paths)}")
     started = time.monotonic()
     try:
         incident = ingest(list(paths), spark, flink_version=flink_version)
+    except KeyboardInterrupt:
+        _write_unfinished(out_dir, {"status": "interrupted", "stage": "ingest", "out": str(out_dir)})
+        raise
     except BaseException:
         # Nothing was written yet: an --out this run created goes again rather than stay behind empty.
+        (out_dir / "report.json").unlink(missing_ok=True)
         if created and out_dir.is_dir() and not any(out_dir.iterdir()):
             out_dir.rmdir()
         raise
-    cache = save_incident(incident, out_dir / "incident")
-    say(f"ingest: {len(incident.events)} records from {len(incident.inputs)} file(s) in {time.monotonic() - started:.1f}s")
     diagnosis = run_detectors(incident)
-    selected = list(runbooks) if runbooks else list(dict.fromkeys(f.runbook for f in diagnosis.findings))
     report = TriageReport(out_dir, diagnosis)
+    try:
+        _run_stages(report, incident, save_incident, runbooks=runbooks, runbooks_dir=runbooks_dir, jobs=jobs,
+                    timeout_s=timeout_s, say=say, started=started)
+    except KeyboardInterrupt:
+        report.status = "interrupted"
+        _write_unfinished(out_dir, report.to_dict())
+        raise
+    except OSError as exc:
+        report.status, report.error = "failed", f"cannot write into {out_dir}: {exc}"
+        written = _write_unfinished(out_dir, report.to_dict())
+        raise TriageOutputError(report.error + ("" if written else "; report.json could not be written either")) from exc
+    return report
+
+
+def _run_stages(report: TriageReport, incident, save_incident, *, runbooks, runbooks_dir, jobs, timeout_s, say,
+                started) -> None:
+    out_dir, diagnosis = report.out, report.diagnosis
+    report.stage = "save incident"
+    try:
+        cache = save_incident(incident, out_dir / "incident")
+    except OSError:
+        # A partial cache is of no use to anyone and may hold the last free bytes report.json needs.
+        shutil.rmtree(out_dir / "incident", ignore_errors=True)
+        raise
+    say(f"ingest: {len(incident.events)} records from {len(incident.inputs)} file(s) in {time.monotonic() - started:.1f}s")
+    selected = list(runbooks) if runbooks else list(dict.fromkeys(f.runbook for f in diagnosis.findings))
     nb_dir = pathlib.Path(runbooks_dir) if runbooks_dir else RUNBOOKS_DIR
     missing = [slug for slug in selected if not (nb_dir / f"{slug}.ipynb").exists()]
     if missing and runbooks:
         raise TriageError(f"no runbook notebook for {', '.join(missing)} in {nb_dir}")
     report.runbooks += [RunbookResult(slug, "failed", error=f"no notebook {slug}.ipynb in {nb_dir}") for slug in missing]
+    report.stage = "runbooks"
     (out_dir / "runbooks").mkdir(exist_ok=True)
+    report.runbooks += [RunbookResult(slug) for slug in selected if slug not in missing]
+    cancel = threading.Event()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {pool.submit(_run_notebook, nb_dir / f"{slug}.ipynb", out_dir / "runbooks", cache, timeout_s): slug
-                   for slug in selected if slug not in missing}
+        futures = {pool.submit(_run_notebook, nb_dir / f"{slug}.ipynb", out_dir / "runbooks", cache, timeout_s,
+                               cancel): slug for slug in selected if slug not in missing}
         for slug in selected:
             say(f"runbook {slug}: started")
-        for fut in concurrent.futures.as_completed(futures):
-            result = fut.result()
-            report.runbooks.append(result)
-            say(f"runbook {result.runbook}: {result.status} in {result.duration_s:.1f}s"
-                + (f" ({result.error})" if result.error else ""))
+        recorded: set[concurrent.futures.Future] = set()
+        try:
+            for fut in concurrent.futures.as_completed(futures):
+                _record(report, fut.result(), say)
+                recorded.add(fut)
+        except BaseException:
+            # Running notebooks are killed and queued ones never start; the pool then joins within a moment.
+            cancel.set()
+            for fut in concurrent.futures.as_completed(set(futures) - recorded):
+                _record(report, fut.result(), say)
+            raise
     report.runbooks.sort(key=lambda r: selected.index(r.runbook))
+    report.stage = "patches"
     report.patches = write_patches(diagnosis, out_dir / "patches")
+    report.stage = "report"
+    report.status = "complete"
     # Values are redacted before serialisation (diagnosis_dict); the serialised text is never rewritten.
-    (out_dir / "report.json").write_text(json.dumps(report.to_dict(), indent=2) + "\n")
+    _write_atomically(out_dir / "report.json", json.dumps(report.to_dict(), indent=2) + "\n")
     (out_dir / "report.md").write_text(render_markdown(report))
-    return report
+    report.stage = None
 
 
-def _run_notebook(source: pathlib.Path, out_dir: pathlib.Path, cache: pathlib.Path, timeout_s: float) -> RunbookResult:
+def _record(report: TriageReport, result: RunbookResult, say: Callable[[str], None]) -> None:
+    report.runbooks = [result if r.runbook == result.runbook else r for r in report.runbooks]
+    say(f"runbook {result.runbook}: {result.status} in {result.duration_s:.1f}s"
+        + (f" ({result.error})" if result.error else ""))
+
+
+def _write_atomically(path: pathlib.Path, text: str) -> None:
+    """A reader (serve, automation) sees the old report or the new one, never half of one."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# Room kept for report.json from the start, so a run that fills the disk can still say so: a JSON document followed
+# by blanks, overwritten in place (no new blocks) when nothing else can be written.
+REPORT_RESERVE_BYTES = 64 * 1024
+
+
+def reserve_report(out_dir: pathlib.Path) -> None:
+    head = json.dumps({"status": "running", "out": str(out_dir)}).encode()
+    (out_dir / "report.json").write_bytes(head + b" " * max(0, REPORT_RESERVE_BYTES - len(head) - 1) + b"\n")
+
+
+def _write_unfinished(out_dir: pathlib.Path, doc: dict) -> bool:
+    """``report.json`` of a run that did not finish: its status and what completed. On a full disk it goes into the
+    room reserved at the start, whole when it fits, else its status, stage and error alone. False when even that
+    cannot be written."""
+    path = out_dir / "report.json"
+    text = json.dumps(doc, indent=2) + "\n"
+    try:
+        _write_atomically(path, text)
+        return True
+    except OSError:
+        pass
+    brief = json.dumps({k: doc.get(k) for k in ("status", "stage", "error", "out")}, indent=2) + "\n"
+    for candidate in (text, brief):
+        data = candidate.encode()
+        try:
+            if len(data) <= path.stat().st_size:
+                with open(path, "r+b") as f:
+                    f.write(data)
+                    f.truncate(len(data))
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _run_notebook(source: pathlib.Path, out_dir: pathlib.Path, cache: pathlib.Path, timeout_s: float,
+                  cancel: threading.Event) -> RunbookResult:
     """Execute one runbook on the saved incident, then render its page."""
     slug = source.stem
     run = run_notebook(source, out_dir / f"{slug}.ipynb", parameters={"incident_cache": str(cache)},
-                       cwd=RUNBOOKS_DIR.parent, timeout_s=timeout_s)
+                       cwd=RUNBOOKS_DIR.parent, timeout_s=timeout_s, cancel=cancel)
     result = RunbookResult(slug, run.status, run.duration_s, run.error,
                            notebook=str(run.executed) if run.executed else None)
-    if run.executed:
+    if run.executed and run.status != "interrupted":
         try:
             result.html = str(render_html(run.executed))
         except Exception as exc:  # a broken notebook file still gets its status reported
             result.error = (result.error or "") + f" (no HTML: {exc})"
     return result
-
-
-def render_html(notebook: pathlib.Path) -> pathlib.Path:
-    """The executed notebook as a standalone HTML page (code of cells tagged ``setup`` hidden)."""
-    import nbformat
-    from nbconvert import HTMLExporter
-    from traitlets.config import Config
-
-    cfg = Config()
-    cfg.TagRemovePreprocessor.enabled = True
-    cfg.TagRemovePreprocessor.remove_input_tags = set(HIDDEN_INPUT_TAGS)
-    exporter = HTMLExporter(config=cfg)
-    body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
-    target = notebook.with_suffix(".html")
-    target.write_text(redact_text(body))
-    return target
 
 
 def merge_patches(findings: Sequence[Finding]) -> list[Patch]:
@@ -206,38 +300,3 @@ def write_patches(diagnosis: Diagnosis, directory: pathlib.Path) -> dict[str, st
 def _write(path: pathlib.Path, text: str) -> str:
     path.write_text(redact_text(text))
     return str(path)
-
-
-def render_markdown(report: TriageReport) -> str:
-    d = report.diagnosis
-    inc = d.incident
-    lines = ["# Triage report", "",
-             f"Flink {inc.flink_version or 'version unknown'}; {len(inc.inputs)} input file(s), "
-             f"{len(inc.events)} records kept.", ""]
-    for w in list(inc.warnings) + list(d.errors):
-        lines.append(f"- warning: {w}")
-    if not d.findings:
-        lines += ["", "No known failure found."]
-    for f in d.findings:
-        lines += ["", f"## {'Primary: ' if f.primary else ''}{f.title} (`{f.runbook}`)", "",
-                  f"**Root cause:** `{f.root_cause.slug}`: {f.root_cause.summary} (confidence {f.confidence:.0%})", "",
-                  f.summary, "", "Evidence:", ""]
-        for e in f.evidence:
-            lines.append(f"- `{e.file}:{e.line}` {e.ts or ''} {('— ' + e.note) if e.note else ''}")
-            lines += ["", "  ```", *["  " + (redact_text(t) or t) for t in e.text.splitlines()[:6]], "  ```"]
-        if f.patches:
-            lines += ["", "Proposed changes (nothing was modified):", ""]
-            for p in f.patches:
-                value = p.proposed if p.proposed is not None else (p.snippet or "").splitlines()[0] if p.snippet else "—"
-                lines.append(redact_text(f"- `{p.key}`: {p.current or '—'} → **{value}** ({p.reason})"))
-    if report.patches:
-        lines += ["", "## Patch files", ""] + [f"- {k}: `{v}`" for k, v in report.patches.items()]
-        diff_path = report.patches.get("config_diff")
-        if diff_path:
-            lines += ["", "```diff", pathlib.Path(diff_path).read_text().rstrip("\n"), "```"]
-    if report.runbooks:
-        lines += ["", "## Runbooks executed", "", "| runbook | status | seconds | notebook | error |", "|---|---|---|---|---|"]
-        for r in report.runbooks:
-            link = f"[html]({os.path.relpath(r.html, report.out)})" if r.html else "—"
-            lines.append(f"| `{r.runbook}` | {r.status} | {r.duration_s:.1f} | {link} | {r.error or ''} |")
-    return "\n".join(lines) + "\n"
