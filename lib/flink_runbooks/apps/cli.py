@@ -9,6 +9,8 @@ import argparse
 import os
 import sys
 
+from flink_runbooks.render.terminal import printable
+
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 # A crash must not look like "findings" (1) to automation; 3 is triage's "a runbook failed".
 EXIT_INTERNAL_ERROR = 4
@@ -128,7 +130,7 @@ def cmd_diagnose(args) -> int:
     try:
         detectors = _selected_detectors(args.runbooks)
     except KeyError as exc:
-        print(f"flink-runbooks: {exc.args[0]}", file=sys.stderr)
+        _say(exc.args[0])
         return EXIT_BAD_INPUT
     try:
         check_local_paths(args.paths)
@@ -136,7 +138,7 @@ def cmd_diagnose(args) -> int:
     except (InputError, SparkUnavailable) as exc:
         if progress:
             progress.done()
-        print(f"flink-runbooks: {exc}", file=sys.stderr)
+        _say(exc)
         return EXIT_BAD_INPUT
     if args.save_incident:
         from flink_runbooks.collect.store import save_incident
@@ -162,7 +164,8 @@ def cmd_triage(args) -> int:
     from flink_runbooks.apps.triage import TriageError, triage
 
     quiet = args.format == "json" or not sys.stderr.isatty()
-    progress = None if quiet else (lambda msg: print(f"flink-runbooks: {msg}", file=sys.stderr, flush=True))
+    progress = None if quiet else (lambda msg: print(f"flink-runbooks: {printable(msg, newlines=False)}",
+                                                     file=sys.stderr, flush=True))
     try:
         runbooks = [r.strip() for r in args.runbooks.split(",") if r.strip()] if args.runbooks else None
         if runbooks and not args.runbooks_dir:
@@ -171,13 +174,12 @@ def cmd_triage(args) -> int:
                         flink_version=args.flink_version, runbooks=runbooks, jobs=args.jobs,
                         timeout_s=args.timeout, force=args.force, runbooks_dir=args.runbooks_dir, progress=progress)
     except (InputError, TriageError, KeyError, SparkUnavailable) as exc:
-        print(f"flink-runbooks: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        _say(exc.args[0] if exc.args else exc)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt as exc:
         report = os.path.join(args.out, "report.json")
         what = "terminated" if isinstance(exc, Terminated) else "interrupted"
-        print(f"flink-runbooks: {what}; {report} lists what completed" if os.path.exists(report)
-              else f"flink-runbooks: {what}", file=sys.stderr)
+        _say(f"{what}; {report} lists what completed" if os.path.exists(report) else what)
         return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
     if args.format == "json":
         print(json.dumps(report.to_dict(), indent=2))
@@ -186,8 +188,9 @@ def cmd_triage(args) -> int:
 
         sys.stdout.write(to_text(report.diagnosis))
         for r in report.runbooks:
-            print(f"runbook {r.runbook}: {r.status} ({r.duration_s:.1f}s)" + (f": {r.error}" if r.error else ""))
-        print(f"report: {report.out / 'report.md'}")
+            print(f"runbook {r.runbook}: {r.status} ({r.duration_s:.1f}s)" + (f": {printable(r.error, newlines=False)}"
+                                                                           if r.error else ""))
+        print(f"report: {printable(report.out / 'report.md', newlines=False)}")
     return report.exit_code
 
 
@@ -207,10 +210,11 @@ def cmd_site(args) -> int:
         report = build_site(args.out, runbooks=runbooks, jobs=args.jobs,
                             progress=lambda msg: print(f"flink-runbooks: {msg}", file=sys.stderr, flush=True))
     except SiteError as exc:
-        print(f"flink-runbooks: {exc}", file=sys.stderr)
+        _say(exc)
         return EXIT_BAD_INPUT
     for r in report.failed:
-        print(f"runbook {r.slug}: failed against its example incident: {r.error}", file=sys.stderr)
+        print(f"runbook {r.slug}: failed against its example incident: {printable(r.error, newlines=False)}",
+              file=sys.stderr)
     for link in report.broken_links:
         print(f"broken link: {link}", file=sys.stderr)
     print(report.out / "index.html")
@@ -239,13 +243,18 @@ def cmd_new_runbook(args) -> int:
     try:
         written = new_runbook(args.slug, args.title, args.category, incident=args.incident)
     except ScaffoldError as exc:
-        print(f"flink-runbooks: {exc}", file=sys.stderr)
+        _say(exc)
         return EXIT_BAD_INPUT
     for path in written:
         print(path.relative_to(PROJECT_ROOT))
     print(f"Next: put the incident's logs into data/{args.slug}/{args.incident}/, write the detector's signatures "
           f"and judgement, then the notebook's narrative; the tests fail until then.", file=sys.stderr)
     return EXIT_CLEAN
+
+
+def _say(message: object) -> None:
+    """One line on stderr; a message may quote a file name or log text, so control characters are shown escaped."""
+    print(f"flink-runbooks: {printable(message, newlines=False)}", file=sys.stderr)
 
 
 def _one_line(exc: Exception) -> str:
@@ -255,7 +264,7 @@ def _one_line(exc: Exception) -> str:
     java = getattr(exc, "java_exception", None)
     text = str(java.toString()) if java is not None else f"{type(exc).__name__}: {exc}"
     first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return redact_text(first)[:500]
+    return printable(redact_text(first)[:500], newlines=False)
 
 
 def main(argv: list[str] | None = None) -> int:
