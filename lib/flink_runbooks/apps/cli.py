@@ -73,8 +73,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--port", type=int, default=8089)
     s.add_argument("--logs-root", required=True, metavar="DIR", help="only incident folders under this directory are accepted")
     s.add_argument("--out-root", required=True, metavar="DIR", help="each triage writes into a new timestamped folder here")
-    s.add_argument("--jobs", type=int, default=2)
-    s.add_argument("--timeout", type=float, default=600)
+    s.add_argument("--jobs", type=int, default=2, help="runbooks each triage executes in parallel (default 2)")
+    s.add_argument("--timeout", type=float, default=600, help="seconds per runbook before it is killed (default 600)")
+    s.add_argument("--max-concurrent", type=int, default=None,
+                   help="triages run at once (default: 1 on a machine of two cores or fewer, else half the cores); "
+                        "later alerts wait in order, at most 100")
 
     w = sub.add_parser("site", help="build the static runbook site: every runbook executed against its example incident")
     w.add_argument("--out", default="build/site", metavar="DIR",
@@ -198,7 +201,7 @@ def cmd_serve(args) -> int:
     from flink_runbooks.apps.serve import run_server
 
     return run_server(host=args.host, port=args.port, logs_root=args.logs_root, out_root=args.out_root,
-                      jobs=args.jobs, timeout_s=args.timeout)
+                      jobs=args.jobs, timeout_s=args.timeout, max_concurrent=args.max_concurrent)
 
 
 def cmd_site(args) -> int:

@@ -5,27 +5,61 @@ first alert that has it, in this order: annotation ``flink_logs``, label ``flink
 annotations and labels. It is a path relative to ``--logs-root`` (an absolute path is accepted only when it lies
 under the root). An optional ``flink_version`` annotation or label is passed on as ``--flink-version``.
 
-Each accepted alert starts a triage into a new timestamped folder under ``--out-root`` and is answered with
-``202`` and the run's id and report location; ``GET /runs/{id}`` returns its status and, when done, the report.
-Paths outside the logs root (``..``, symlinks pointing out) get ``403``, unknown paths ``404``, malformed payloads
-``400``/``422``, and a second alert for a folder whose triage is still running ``409``.
+Each accepted alert becomes a run with a new timestamped folder under ``--out-root`` and is answered with ``202``
+and the run's id and report location; ``GET /runs/{id}`` returns its status (queued, running, done, error or
+interrupted) and, when done, the report. At most ``max_concurrent`` triages run at once; later ones wait in order,
+at most ``max_queued`` of them (then ``503``). Paths outside the logs root (``..``, symlinks pointing out) get
+``403``, unknown paths ``404``, malformed payloads ``400``/``422``, and a second alert for a folder whose triage is
+queued or running ``409``.
+
+The incident folder is opened once, when the alert is accepted, and triage reads a snapshot taken through that open
+folder (hard links, or copies on another file system) in the run's ``input/`` folder, removed when the triage ends:
+replacing the folder or a file in it by a link after the check reads nothing outside the root. Each run's state is
+kept in ``<out-root>/.runs/<id>.json``, so a restarted server answers for every earlier run and marks the ones it
+did not finish ``interrupted`` (their folder holds an ``INCOMPLETE`` file until a triage completes).
 """
 from __future__ import annotations
 
+import collections
+import dataclasses
 import datetime as _dt
+import errno
 import json
 import os
 import pathlib
 import re
+import shutil
+import stat
+import sys
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 LOCATION_KEY = "flink_logs"
 VERSION_KEY = "flink_version"
+DEFAULT_MAX_QUEUED = 100
+STATE_DIR = ".runs"  # under --out-root: one JSON file per run
+INCOMPLETE_MARK = "INCOMPLETE"  # in a run's folder from acceptance until its triage completes
+SNAPSHOT_DIR = "input"  # in a run's folder while its triage runs
+UNFINISHED = ("queued", "running")
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a pipe planted in the folder must not hang the server; regular files ignore the flag.
+_ENTRY_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def default_max_concurrent(cores: int | None = None) -> int:
+    """Triages run at once by default: each already runs ``jobs`` notebook kernels, so one on a machine of two cores
+    or fewer, else half the cores."""
+    cores = cores or os.cpu_count() or 1
+    return 1 if cores <= 2 else cores // 2
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="microseconds")
 
 
 class Alert(BaseModel):
@@ -51,24 +85,57 @@ class Payload(BaseModel):
 @dataclass
 class Run:
     id: str
-    incident: str
+    incident: str  # the folder under the logs root, as resolved when the alert was accepted
     out: str
-    status: str = "running"  # running | done | error
+    status: str = "queued"  # queued | running | done | error | interrupted
     exit_code: int | None = None
     error: str | None = None
-    started: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+    flink_version: str | None = None
+    accepted: str = field(default_factory=_now)
+    started: str | None = None
     finished: str | None = None
+    input: str | None = None  # the snapshot triage reads: the incident's files under the same relative names
+    input_warnings: list[str] = field(default_factory=list)  # files of the folder the snapshot left out, and why
 
     def view(self) -> dict[str, Any]:
-        doc = {k: getattr(self, k) for k in ("id", "incident", "out", "status", "exit_code", "error", "started", "finished")}
+        doc = asdict(self)
         report = pathlib.Path(self.out) / "report.json"
         doc["report_path"] = str(report)
-        if self.status == "done" and report.exists():
+        if self.status not in UNFINISHED and report.exists():
             try:
                 doc["report"] = json.loads(report.read_text())
             except (OSError, ValueError) as exc:  # one unreadable report must not break every listing
                 doc["error"] = f"report.json cannot be read: {exc}"
         return doc
+
+
+class RunStore:
+    """Run states on disk, one JSON file per run, each replaced whole on every change (a reader or a restart sees
+    the previous state or the new one, never half of one)."""
+
+    def __init__(self, out_root: pathlib.Path):
+        self.directory = out_root / STATE_DIR
+
+    def save(self, run: Run) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)  # on the first run: a server that ran none left nothing
+        target = self.directory / f"{run.id}.json"
+        temp = target.with_name(f".{run.id}.{threading.get_ident()}.tmp")
+        with open(temp, "w") as fh:
+            json.dump(asdict(run), fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temp, target)
+
+    def load(self) -> list[Run]:
+        names = {f.name for f in fields(Run)}
+        runs = []
+        for path in self.directory.glob("*.json"):
+            try:
+                doc = json.loads(path.read_text())
+                runs.append(Run(**{k: v for k, v in doc.items() if k in names}))
+            except (OSError, ValueError, TypeError) as exc:
+                print(f"flink-runbooks serve: run state {path} cannot be read ({exc}); skipped", flush=True)
+        return sorted(runs, key=lambda r: (r.accepted, r.id))
 
 
 class PathRejected(Exception):
@@ -116,6 +183,181 @@ def first_escape(folder: pathlib.Path, root: pathlib.Path) -> str | None:
     return None
 
 
+# -- reading only what was resolved ------------------------------------------------------------------------------
+
+def _open_beneath(root_fd: int, relative: pathlib.PurePath, *, directory: bool) -> int:
+    """Open ``relative`` under the open root one component at a time, following no link on the way: whatever the
+    file system looks like now, the result lies under the root (or the open fails)."""
+    fd = os.dup(root_fd)
+    try:
+        parts = relative.parts
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            flags = _DIR_FLAGS if directory or not last else _ENTRY_FLAGS
+            following = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = following
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+class IncidentFolder:
+    """The incident folder opened once, at acceptance, with the logs root it was resolved under; every later read
+    goes through these descriptors, never through the path again."""
+
+    def __init__(self, root: pathlib.Path, folder: pathlib.Path):
+        self.root, self.folder = root, folder
+        self.root_fd = os.open(root, _DIR_FLAGS & ~os.O_NOFOLLOW)  # the configured root may itself be a link
+        try:
+            self.fd = _open_beneath(self.root_fd, folder.relative_to(root), directory=True)
+        except BaseException:
+            os.close(self.root_fd)
+            raise
+
+    def close(self) -> None:
+        for fd in (self.fd, self.root_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.fd = self.root_fd = -1
+
+
+def open_incident(logs_root: str | os.PathLike, folder: pathlib.Path) -> IncidentFolder:
+    """Open the folder ``resolve_incident`` returned; a folder changed into a link since then is refused (409)."""
+    root = pathlib.Path(logs_root).resolve()
+    try:
+        return IncidentFolder(root, folder)
+    except (OSError, ValueError) as exc:  # ValueError: the root itself now resolves elsewhere
+        why = getattr(exc, "strerror", None) or exc
+        raise PathRejected(409, f"{folder.name!r} changed while it was being checked ({why}); "
+                                f"send the alert again") from None
+
+
+@dataclass
+class Snapshot:
+    folder: pathlib.Path
+    files: int = 0
+    linked: int = 0
+    copied: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+def snapshot_incident(handle: IncidentFolder, dest: pathlib.Path) -> Snapshot:
+    """Mirror the open incident folder into ``dest`` (created; it and its parent readable by this user only): each
+    regular file hard linked through its open descriptor, or copied from it on another file system. A link is
+    followed only when it resolves inside the logs root, and then opened component by component from the root, so
+    nothing a link (planted before or after the check) points to outside the root is read. A directory or file
+    reached twice is taken once."""
+    # Raw logs may hold secrets: only the server's user can reach the snapshot (and its parent) while it exists.
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.parent.chmod(0o700)
+    dest.mkdir(0o700)
+    snap = Snapshot(dest)
+    seen: set[tuple[int, int]] = set()
+    top = os.fstat(handle.fd)
+    seen.add((top.st_dev, top.st_ino))
+    dest_fd = os.open(dest, _DIR_FLAGS)
+    try:
+        _mirror(handle, os.dup(handle.fd), handle.folder.relative_to(handle.root), dest_fd, pathlib.PurePath(),
+                snap, seen)
+    finally:
+        os.close(dest_fd)
+    return snap
+
+
+def _mirror(handle: IncidentFolder, dir_fd: int, real: pathlib.PurePath, dest_fd: int, shown: pathlib.PurePath,
+            snap: Snapshot, seen: set[tuple[int, int]]) -> None:
+    """Mirror one open directory (closed on return); ``real`` is where it lies under the root, for resolving
+    relative links, and ``shown`` its name under the incident folder, for warnings."""
+    try:
+        for name in sorted(os.listdir(dir_fd)):
+            label = str(shown / name)
+            try:
+                entry = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+                if stat.S_ISLNK(entry.st_mode):
+                    target = _link_target(handle, real, name)
+                    if target is None:
+                        snap.warnings.append(f"{label} links outside the logs root; not read")
+                        continue
+                    fd, where = _open_beneath(handle.root_fd, target, directory=False), target
+                else:
+                    fd, where = os.open(name, _ENTRY_FLAGS, dir_fd=dir_fd), real / name
+            except OSError as exc:
+                snap.warnings.append(f"{label} cannot be opened ({exc.strerror or exc}); not read")
+                continue
+            try:
+                st = os.fstat(fd)
+                key = (st.st_dev, st.st_ino)
+                if key in seen:
+                    continue  # a link loop, or a second way to a file or directory already taken
+                seen.add(key)
+                if stat.S_ISDIR(st.st_mode):
+                    os.mkdir(name, 0o700, dir_fd=dest_fd)
+                    sub_dest = os.open(name, _DIR_FLAGS, dir_fd=dest_fd)
+                    try:
+                        _mirror(handle, os.dup(fd), where, sub_dest, shown / name, snap, seen)
+                    finally:
+                        os.close(sub_dest)
+                elif stat.S_ISREG(st.st_mode):
+                    if _place(fd, name, dest_fd) == "linked":
+                        snap.linked += 1
+                    else:
+                        snap.copied += 1
+                    snap.files += 1
+                else:
+                    snap.warnings.append(f"{label} is not a regular file (a pipe, socket or device); not read")
+            finally:
+                os.close(fd)
+    finally:
+        os.close(dir_fd)
+
+
+def _link_target(handle: IncidentFolder, real: pathlib.PurePath, name: str) -> pathlib.PurePath | None:
+    """Where the link ``name`` in the directory ``real`` (under the root) leads, relative to the root; None when
+    that is outside the root or the root itself. The answer is only a path: it is opened without following links."""
+    resolved = pathlib.Path(os.path.realpath(handle.root / real / name))
+    if resolved == handle.root or handle.root not in resolved.parents:
+        return None
+    return resolved.relative_to(handle.root)
+
+
+def _place(src_fd: int, name: str, dest_fd: int) -> str:
+    """Put the open file under ``name`` in the destination: a hard link to the very file that is open (no bytes
+    written) when the file system allows, else a copy read from the descriptor."""
+    try:
+        os.link(f"/proc/self/fd/{src_fd}", name, dst_dir_fd=dest_fd, follow_symlinks=True)
+        placed = os.stat(name, dir_fd=dest_fd, follow_symlinks=False)
+        opened = os.fstat(src_fd)
+        if (placed.st_dev, placed.st_ino) == (opened.st_dev, opened.st_ino):
+            return "linked"
+        os.unlink(name, dir_fd=dest_fd)
+    except OSError as exc:
+        # another file system, hard links refused (protected_hardlinks, a file system without them), no /proc
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EACCES, errno.ENOENT, errno.EMLINK, errno.EOPNOTSUPP):
+            raise
+    out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dest_fd)
+    try:
+        _copy(src_fd, out)
+    finally:
+        os.close(out)
+    return "copied"
+
+
+def _copy(src_fd: int, out_fd: int) -> None:
+    offset = 0
+    try:
+        while sent := os.sendfile(out_fd, src_fd, offset, 1 << 24):
+            offset += sent
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP) or offset:
+            raise
+    while chunk := os.pread(src_fd, 1 << 20, offset):  # a file system without sendfile
+        os.write(out_fd, chunk)
+        offset += len(chunk)
+
+
 def find_location(payload: dict[str, Any]) -> tuple[str | None, str | None]:
     """(log location, flink version) named by the payload, per the order documented above."""
     def pick(mapping: dict | None, key: str) -> str | None:
@@ -131,31 +373,135 @@ def find_location(payload: dict[str, Any]) -> tuple[str | None, str | None]:
     return location, version
 
 
+def _write_mark(out: pathlib.Path, run: Run) -> None:
+    """The ``INCOMPLETE`` file in a run's folder: what a person opening the folder sees while the run is unfinished,
+    and after a stop that nobody answered for."""
+    why = {"queued": "it is waiting for a free slot",
+           "running": "its triage is running",
+           "error": f"its triage failed: {run.error}",
+           "interrupted": f"it was interrupted: {run.error}"}.get(run.status, run.status)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        temp = out / f".{INCOMPLETE_MARK}.tmp"
+        temp.write_text(f"This triage is not complete: {why}.\nrun {run.id}, status {run.status}, "
+                        f"incident {run.incident}\n")
+        os.replace(temp, out / INCOMPLETE_MARK)
+    except OSError:
+        pass  # the run's state on disk says the same; a full disk must not stop the server
+
+
+# How long a stopping server waits for its running triages to stop their notebooks and write their reports.
+SHUTDOWN_GRACE_S = 15
+
+
 def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float = 600, spark=None,
-               runbooks_dir: str | None = None):
+               runbooks_dir: str | None = None, max_concurrent: int | None = None,
+               max_queued: int = DEFAULT_MAX_QUEUED):
+    import contextlib
+
     from fastapi import FastAPI, HTTPException
 
-    from flink_runbooks.apps.triage import triage
+    from flink_runbooks.apps import triage as triage_module
+    from flink_runbooks.parse.redact import redact_text
 
-    app = FastAPI(title="flink-runbooks", description=__doc__)
+    max_concurrent = default_max_concurrent() if max_concurrent is None else max_concurrent
+    if max_concurrent < 1 or max_queued < 0:
+        raise ValueError("max_concurrent must be at least 1 and max_queued at least 0")
+    out_root_path = pathlib.Path(out_root).resolve()
+    out_root_path.mkdir(parents=True, exist_ok=True)
+    store = RunStore(out_root_path)
     runs: dict[str, Run] = {}
-    busy: dict[str, str] = {}  # incident folder -> run id
+    busy: dict[str, str] = {}  # incident folder -> run id, while queued or running
+    waiting: collections.deque[tuple[Run, IncidentFolder]] = collections.deque()
     lock = threading.Lock()
-    pathlib.Path(out_root).mkdir(parents=True, exist_ok=True)
+    running = 0
 
-    def work(run: Run, paths: list[str], version: str | None) -> None:
+    def change(run: Run, status: str, **values: Any) -> None:
+        # Disk first, then memory: whoever is told the new status finds the folder and the state file agreeing.
+        new = dataclasses.replace(run, status=status, **values)
         try:
-            report = triage(paths, run.out, spark=spark, flink_version=version, jobs=jobs, timeout_s=timeout_s,
-                            runbooks_dir=runbooks_dir)
-            run.exit_code, run.status = report.exit_code, "done"
-        except Exception as exc:  # the server outlives any failed triage
-            from flink_runbooks.parse.redact import redact_text
+            store.save(new)
+        except OSError as exc:  # a full disk: the run still answers from memory
+            print(f"flink-runbooks serve: state of run {run.id} cannot be saved ({exc})", flush=True)
+        if status == "done":
+            pathlib.Path(run.out, INCOMPLETE_MARK).unlink(missing_ok=True)
+        else:
+            _write_mark(pathlib.Path(run.out), new)
+        for key, value in vars(new).items():
+            if key != "status":
+                setattr(run, key, value)
+        run.status = status  # last: a reader that sees it sees the values that came with it
 
-            run.status, run.error = "error", redact_text(f"{type(exc).__name__}: {exc}")
+    def interrupt(run: Run, reason: str) -> None:
+        change(run, "interrupted", finished=_now(), error=reason)
+
+    # Runs an earlier server accepted: answered for as they ended; those it left unfinished are interrupted now.
+    for earlier in store.load():
+        runs[earlier.id] = earlier
+        if earlier.status in UNFINISHED:
+            interrupt(earlier, f"the server stopped while it was {earlier.status}")
+            shutil.rmtree(pathlib.Path(earlier.out, SNAPSHOT_DIR), ignore_errors=True)
+
+    stops: dict[str, tuple[threading.Event, threading.Thread]] = {}  # running run id -> its stop and its thread
+
+    def start(run: Run, handle: IncidentFolder) -> None:  # with the lock held
+        nonlocal running
+        running += 1
+        change(run, "running", started=_now())
+        stop = threading.Event()
+        thread = threading.Thread(target=work, args=(run, handle, stop), name=f"triage-{run.id}", daemon=True)
+        stops[run.id] = (stop, thread)
+        thread.start()
+
+    def work(run: Run, handle: IncidentFolder, stop: threading.Event) -> None:
+        nonlocal running
+        snapshot_dir = pathlib.Path(run.out, SNAPSHOT_DIR)
+        try:
+            snap = snapshot_incident(handle, snapshot_dir / handle.folder.name)
+            handle.close()
+            change(run, "running", input=str(snap.folder), input_warnings=snap.warnings)
+            report = triage_module.triage([str(snap.folder)], run.out, spark=spark, flink_version=run.flink_version,
+                                          jobs=jobs, timeout_s=timeout_s, runbooks_dir=runbooks_dir, force=True,
+                                          cancel=stop)
+            change(run, "done", exit_code=report.exit_code, finished=_now())
+        except triage_module.TriageInterrupted:
+            interrupt(run, "the server stopped while it was running")
+        except Exception as exc:  # the server outlives any failed triage
+            change(run, "error", error=redact_text(f"{type(exc).__name__}: {exc}"), finished=_now())
         finally:
-            run.finished = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+            handle.close()
+            # The incident's files are not kept: raw logs may hold secrets that only the saved incident has masked.
+            shutil.rmtree(snapshot_dir, ignore_errors=True)
             with lock:
+                running -= 1
+                stops.pop(run.id, None)
                 busy.pop(run.incident, None)
+                while waiting and running < max_concurrent:
+                    start(*waiting.popleft())
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app):
+        yield
+        # A stop with runs unfinished: say so now rather than at the next start.
+        with lock:
+            while waiting:
+                run, handle = waiting.popleft()
+                handle.close()
+                busy.pop(run.incident, None)
+                interrupt(run, "the server stopped while it was queued")
+            stopping = list(stops.values())
+        # Running triages kill their notebooks and write report.json as interrupted; a thread still busy after the
+        # grace period (an ingest under way) ends with the process, and its run is marked here.
+        for stop, _thread in stopping:
+            stop.set()
+        for _stop, thread in stopping:
+            thread.join(timeout=SHUTDOWN_GRACE_S)
+        with lock:
+            for run in runs.values():
+                if run.status == "running":  # the snapshot goes at the next start
+                    interrupt(run, "the server stopped while it was running")
+
+    app = FastAPI(title="flink-runbooks", description=__doc__, lifespan=lifespan)
 
     @app.post("/alerts", status_code=202)
     def receive(payload: Payload) -> dict[str, Any]:
@@ -173,31 +519,52 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
                 raise HTTPException(400, f"'{VERSION_KEY}': {exc}") from None
         try:
             folder = resolve_incident(logs_root, location)
+            handle = open_incident(logs_root, folder)
         except PathRejected as exc:
             raise HTTPException(exc.status, exc.reason) from None
         with lock:
             if str(folder) in busy:
-                raise HTTPException(409, f"a triage of {location!r} is already running: run {busy[str(folder)]}")
+                handle.close()
+                raise HTTPException(409, f"a triage of {location!r} is already queued or running: "
+                                         f"run {busy[str(folder)]}")
+            if running >= max_concurrent and len(waiting) >= max_queued:
+                handle.close()
+                raise HTTPException(503, f"{len(waiting)} triages are already waiting for one of {max_concurrent} "
+                                         f"slot(s); send the alert again later")
             stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             run_id = f"{stamp}-{uuid.uuid4().hex[:6]}"
             name = re.sub(r"[^\w.-]+", "_", folder.name)[:60] or "incident"
-            run = Run(run_id, str(folder), str(pathlib.Path(out_root).resolve() / f"{run_id}-{name}"))
+            run = Run(run_id, str(folder), str(out_root_path / f"{run_id}-{name}"), flink_version=version)
             runs[run_id] = run
             busy[str(folder)] = run_id
-        threading.Thread(target=work, args=(run, [str(folder)], version), daemon=True).start()
-        return {"run": run_id, "status": run.status, "out": run.out, "report": f"{run.out}/report.json",
-                "url": f"/runs/{run_id}"}
+            if running < max_concurrent:
+                start(run, handle)
+            else:
+                waiting.append((run, handle))
+                change(run, "queued")
+            answer = {"run": run_id, "status": run.status, "out": run.out, "report": f"{run.out}/report.json",
+                      "url": f"/runs/{run_id}"}
+            if run.status == "queued":
+                answer["position"] = len(waiting)
+        return answer
+
+    def view(run: Run) -> dict[str, Any]:
+        doc = run.view()
+        if run.status == "queued":
+            with lock:
+                doc["position"] = next((i for i, (r, _) in enumerate(waiting, 1) if r is run), None)
+        return doc
 
     @app.get("/runs/{run_id}")
     def status(run_id: str) -> dict[str, Any]:
         run = runs.get(run_id)
         if run is None:
             raise HTTPException(404, f"no run {run_id!r}")
-        return run.view()
+        return view(run)
 
     @app.get("/runs")
     def list_runs() -> list[dict[str, Any]]:
-        return [{k: v for k, v in r.view().items() if k != "report"} for r in runs.values()]
+        return [{k: v for k, v in view(r).items() if k != "report"} for r in list(runs.values())]
 
     @app.get("/healthz")
     def health() -> dict[str, str]:
@@ -206,11 +573,16 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
     return app
 
 
-def run_server(*, host: str, port: int, logs_root: str, out_root: str, jobs: int = 2, timeout_s: float = 600) -> int:
+def run_server(*, host: str, port: int, logs_root: str, out_root: str, jobs: int = 2, timeout_s: float = 600,
+               max_concurrent: int | None = None, max_queued: int = DEFAULT_MAX_QUEUED) -> int:
     import uvicorn
 
     if not pathlib.Path(logs_root).is_dir():
-        print(f"flink-runbooks: --logs-root {logs_root} is not a directory", flush=True)
+        print(f"flink-runbooks: --logs-root {logs_root} is not a directory", file=sys.stderr)
         return 2
-    uvicorn.run(create_app(logs_root, out_root, jobs=jobs, timeout_s=timeout_s), host=host, port=port)
+    if max_concurrent is not None and max_concurrent < 1:
+        print(f"flink-runbooks: --max-concurrent must be at least 1, not {max_concurrent}", file=sys.stderr)
+        return 2
+    uvicorn.run(create_app(logs_root, out_root, jobs=jobs, timeout_s=timeout_s, max_concurrent=max_concurrent,
+                           max_queued=max_queued), host=host, port=port)
     return 0

@@ -33,6 +33,10 @@ class TriageError(Exception):
     """Bad input or output location; the message is one line for the user."""
 
 
+class TriageInterrupted(Exception):
+    """The run was stopped from outside (``cancel`` set: a server shutting down); report.json says what completed."""
+
+
 class TriageOutputError(TriageError):
     """The output could not be written (a full disk, a read-only folder); report.json says so when it could be."""
 
@@ -103,10 +107,11 @@ def triage(
     force: bool = False,
     runbooks_dir: str | os.PathLike | None = None,
     progress: Callable[[str], None] | None = None,
+    cancel: threading.Event | None = None,
 ) -> TriageReport:
-    """Ingest, diagnose, run the runbooks, write the report. An interrupt (``KeyboardInterrupt``) or an output that
-    cannot be written (:class:`TriageOutputError`) still leaves ``report.json`` saying so and what completed, and no
-    notebook process behind."""
+    """Ingest, diagnose, run the runbooks, write the report. An interrupt (``KeyboardInterrupt``, or ``cancel`` set:
+    :class:`TriageInterrupted`) or an output that cannot be written (:class:`TriageOutputError`) still leaves
+    ``report.json`` saying so and what completed, and no notebook process behind."""
     from flink_runbooks.collect.listing import check_local_paths
     from flink_runbooks.collect.ingest import ingest
     from flink_runbooks.collect.store import save_incident
@@ -133,8 +138,8 @@ def triage(
     report = TriageReport(out_dir, diagnosis)
     try:
         _run_stages(report, incident, save_incident, runbooks=runbooks, runbooks_dir=runbooks_dir, jobs=jobs,
-                    timeout_s=timeout_s, say=say, started=started)
-    except KeyboardInterrupt:
+                    timeout_s=timeout_s, say=say, started=started, cancel=cancel or threading.Event())
+    except (KeyboardInterrupt, TriageInterrupted):
         report.status = "interrupted"
         _write_unfinished(out_dir, report.to_dict())
         raise
@@ -146,7 +151,7 @@ def triage(
 
 
 def _run_stages(report: TriageReport, incident, save_incident, *, runbooks, runbooks_dir, jobs, timeout_s, say,
-                started) -> None:
+                started, cancel: threading.Event) -> None:
     out_dir, diagnosis = report.out, report.diagnosis
     report.stage = "save incident"
     try:
@@ -165,7 +170,6 @@ def _run_stages(report: TriageReport, incident, save_incident, *, runbooks, runb
     report.stage = "runbooks"
     (out_dir / "runbooks").mkdir(exist_ok=True)
     report.runbooks += [RunbookResult(slug) for slug in selected if slug not in missing]
-    cancel = threading.Event()
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {pool.submit(_run_notebook, nb_dir / f"{slug}.ipynb", out_dir / "runbooks", cache, timeout_s,
                                cancel): slug for slug in selected if slug not in missing}
@@ -183,6 +187,8 @@ def _run_stages(report: TriageReport, incident, save_incident, *, runbooks, runb
                 _record(report, fut.result(), say)
             raise
     report.runbooks.sort(key=lambda r: selected.index(r.runbook))
+    if cancel.is_set():
+        raise TriageInterrupted("stopped while its runbooks ran")
     report.stage = "patches"
     report.patches = write_patches(diagnosis, out_dir / "patches")
     report.stage = "report"
