@@ -14,6 +14,7 @@ from typing import Sequence
 from flink_runbooks.diagnose import Diagnosis, run_detectors
 from flink_runbooks.model import Finding, Incident
 from flink_runbooks.parse.redact import redact_text
+from flink_runbooks.render.html_table import html_table
 from flink_runbooks.render.report import patch_outputs
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -72,8 +73,6 @@ class RunbookRun:
 
     def evidence(self):
         """The log lines behind the verdict, with file and line number."""
-        import pandas as pd
-
         rows = []
         for f in self.findings:
             for e in f.evidence:
@@ -81,17 +80,14 @@ class RunbookRun:
                              "why it matters": e.note, "text": redact_text(e.text)})
         if not rows:
             return _note("No evidence: this runbook found nothing in the incident.")
-        return pd.DataFrame(rows).style.hide(axis="index").set_properties(
-            subset=["text"], **{"white-space": "pre-wrap", "text-align": "left", "font-family": "monospace"})
+        return _table(rows, preformatted=("text",))
 
     def details(self):
         """Numbers the detector measured (counts, current settings)."""
-        import pandas as pd
-
         rows = [{"what": k, "value": str(v)} for f in self.findings for k, v in f.details.items()]
         if not rows:
             return _note("No measurements.")
-        return pd.DataFrame(rows).style.hide(axis="index")
+        return _table(rows)
 
     def patches(self):
         """The proposed changes: a diff for the config file, the FlinkDeployment patch, Kafka and code snippets."""
@@ -101,14 +97,14 @@ class RunbookRun:
             return _note("Nothing to change.")
         parts = []
         for f in self.findings:
-            rows = "".join(
-                f"<tr><td><code>{_e(p.key)}</code></td><td>{_e(p.current or '—')}</td>"
-                f"<td>{_e(p.current_source or '')}</td><td><b>{_e(p.proposed if p.proposed is not None else ('remove' if p.target == 'flink' else '—'))}</b></td>"
-                f"<td>{_e(p.reason)}</td></tr>"
-                for p in f.patches if p.target in ("flink", "kafka"))
+            rows = [{"key": p.key, "current": p.current or "—", "from": p.current_source or "",
+                     "proposed": p.proposed if p.proposed is not None else ("remove" if p.target == "flink" else "—"),
+                     "why": p.reason}
+                    for p in f.patches if p.target in ("flink", "kafka")]
             if rows:
-                parts.append("<table><tr><th>key</th><th>current</th><th>from</th><th>proposed</th><th>why</th></tr>"
-                             f"{rows}</table>")
+                # each value redacted on its own, so a masked value never runs into the markup around it
+                rows = [{k: redact_text(str(v)) for k, v in row.items()} for row in rows]
+                parts.append(html_table(rows, code=("key",), strong=("proposed",)))
             outs = patch_outputs(f, self.diagnosis)
             if "config_diff" in outs:
                 parts.append("<p><b>Proposed change to your configuration file</b> (a proposal: nothing was modified):</p>"
@@ -128,22 +124,18 @@ class RunbookRun:
 
     def inputs(self):
         """What was read: every file with its role, layout and size, and the configuration that applies."""
-        import pandas as pd
-
         rows = [{"file": f.path, "kind": f.kind, "role": f.role, "host": f.host or "", "layout": f.layout or "",
                  "lines": f.lines} for f in self.incident.inputs]
-        return pd.DataFrame(rows).style.hide(axis="index")
+        return _table(rows)
 
     def config(self, keys: Sequence[str]):
         """Current values of the given keys and where each came from."""
-        import pandas as pd
-
         rows = []
         for k in keys:
             v = self.incident.config.lookup(k)
             rows.append({"key": k, "value": v.value if v else "(not set: Flink default)",
                          "source": str(v.source) if v else ""})
-        return pd.DataFrame(rows).style.hide(axis="index")
+        return _table(rows, columns=("key", "value", "source"))
 
 
 def open_runbook(slug: str, incident_paths: str | Sequence[str] = (), *, flink_version: str = "",
@@ -209,6 +201,13 @@ def _note(text: str):
 
 def _e(text) -> str:
     return html.escape(redact_text(str(text)) or "")
+
+
+def _table(rows: Sequence[dict], columns: Sequence[str] | None = None, *, preformatted: Sequence[str] = ()):
+    """Rows as an HTML table: every value is text, escaped (see :func:`~flink_runbooks.render.html_table.html_table`)."""
+    from IPython.display import HTML
+
+    return HTML(html_table(rows, columns, preformatted=preformatted))
 
 
 def event_timeline(run: RunbookRun, title: str = "Warnings, errors and failures over time"):

@@ -16,7 +16,9 @@
    string too; internal links are checked.
 
 The site uses relative links only and loads nothing from the network, so any static host (or the file system)
-serves it.
+serves it. Text from the example incidents reaches the pages escaped (the notebooks' tables and summaries escape
+every value), and every page carries a Content-Security-Policy (``site_templates/pages/site-layout.html.j2``) that
+runs only the site's own script files: no inline script, no event-handler attribute, nothing from elsewhere.
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from flink_runbooks.model import Finding
 from flink_runbooks.render.patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
 from flink_runbooks.parse.redact import redact_data, redact_text
 from flink_runbooks.model import parse_version
+from flink_runbooks.render.terminal import printable
 
 
 def diagnosis_dict(diagnosis: Diagnosis) -> dict[str, Any]:
@@ -56,24 +57,30 @@ def patch_outputs(finding: Finding, diagnosis: Diagnosis) -> dict[str, Any]:
 
 
 def to_text(diagnosis: Diagnosis, *, color: bool = False) -> str:
+    """The diagnosis for a terminal. Everything that came from the input passes :func:`printable`, so no control
+    character or escape sequence from a log reaches the terminal; a file name or a warning stays on its line."""
     inc = diagnosis.incident
     lines: list[str] = []
-    bold = (lambda s: f"\033[1m{s}\033[0m") if color else (lambda s: s)
-    version = inc.flink_version or "unknown"
+    bold_lines: set[int] = set()
+    # what must stay on one line: a file name, a warning; below the head, masked before it is escaped (see below)
+    one_line = lambda value: printable(value, newlines=False)  # noqa: E731
+    masked_line = lambda value: one_line(redact_text(str(value)) or value)  # noqa: E731
+    version = one_line(inc.flink_version or "unknown")
     logs = sum(1 for f in inc.inputs if f.kind == "log")
-    lines.append(f"Flink {version}" + (f" ({inc.version_source})" if inc.version_source else "")
+    lines.append(f"Flink {version}" + (f" ({one_line(inc.version_source)})" if inc.version_source else "")
                  + f"; {logs} log file(s), {len(inc.events)} records kept, {len(inc.config)} config keys")
     for w in list(inc.warnings) + list(diagnosis.errors):
-        lines.append(f"warning: {w}")
+        lines.append(f"warning: {one_line(w)}")
     if not diagnosis.findings:
         lines.append("")
         lines.append("No known failure found.")
-        return "\n".join(lines) + "\n"
+        return "\n".join(printable(line) for line in lines) + "\n"
     head = len(lines)  # version line and warnings: our own words and file names, shown as they are
     for f in diagnosis.findings:
         lines.append("")
         tag = "PRIMARY" if f.primary else ("also" if f.severity == "failure" else "warning")
-        lines.append(bold(f"[{tag}] {f.runbook}: {f.title}"))
+        bold_lines.add(len(lines))
+        lines.append(f"[{tag}] {f.runbook}: {masked_line(f.title)}")
         lines.append(f"  root cause: {f.root_cause.slug} — {f.root_cause.summary} (confidence {f.confidence:.0%})")
         lines.append(f"  {f.summary}")
         if f.would_change:
@@ -81,10 +88,10 @@ def to_text(diagnosis: Diagnosis, *, color: bool = False) -> str:
         if f.evidence:
             lines.append("  evidence:")
             for e in f.evidence:
-                where = f"{e.file}:{e.line}" + (f" {e.ts}" if e.ts else "")
-                lines.append(f"    {where}" + (f"  ({e.note})" if e.note else ""))
+                where = masked_line(f"{e.file}:{e.line}" + (f" {e.ts}" if e.ts else ""))
+                lines.append(f"    {where}" + (f"  ({masked_line(e.note)})" if e.note else ""))
                 for t in e.text.splitlines()[:4]:
-                    lines.append(f"      {t[:240]}")
+                    lines.append(f"      {masked_line(t[:240])}")
         if f.primary and f.patches:
             outs = patch_outputs(f, diagnosis)
             if "config_diff" in outs:
@@ -99,4 +106,9 @@ def to_text(diagnosis: Diagnosis, *, color: bool = False) -> str:
                     lines += ["    " + l for l in a["snippet"].splitlines()]
         elif f.patches:
             lines.append(f"  {len(f.patches)} proposed change(s): run `flink-runbooks diagnose --format json` or the runbook")
-    return "\n".join(lines[:head] + [redact_text(line) or line for line in lines[head:]]) + "\n"
+    # masked first, on the text as logged: an escape written out (``\x19``) would glue itself to a value that the
+    # masking patterns find by its boundary
+    shown = lines[:head] + [redact_text(line) or line for line in lines[head:]]
+    shown = [printable(line) for line in shown]
+    bold = (lambda s: f"\033[1m{s}\033[0m") if color else (lambda s: s)
+    return "\n".join(bold(line) if i in bold_lines else line for i, line in enumerate(shown)) + "\n"

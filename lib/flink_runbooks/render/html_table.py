@@ -1,0 +1,43 @@
+"""The one way a table is written as HTML: every header and cell is text, escaped, so a value read from an incident
+(a log line, a file name, a config value) shows as what it is and never becomes markup."""
+from __future__ import annotations
+
+import html
+from typing import Any, Collection, Mapping, Sequence
+
+# Log text keeps its line breaks and indentation and wraps instead of running off the page.
+PREFORMATTED_STYLE = "white-space: pre-wrap; text-align: left; font-family: monospace"
+
+
+def cell_text(value: Any) -> str:
+    """A cell's text: ``None`` is empty, anything else as ``str`` shows it."""
+    return "" if value is None else str(value)
+
+
+def html_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None, *,
+               preformatted: Collection[str] = (), code: Collection[str] = (), strong: Collection[str] = (),
+               css_class: str = "") -> str:
+    """``rows`` (one mapping per row) as ``<table>`` with a header row and no index column.
+
+    ``columns`` fixes the columns and their order (default: the keys of the first row, then any new keys of later
+    rows); a row without a column gets an empty cell. Cells of the ``preformatted`` columns keep their line
+    breaks and use a monospace font; those of ``code`` columns are set as code, of ``strong`` columns in bold.
+    Markup is only ever added around a cell's escaped text, never taken from it.
+    """
+    if columns is None:
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+    esc = lambda value: html.escape(cell_text(value), quote=True)  # noqa: E731
+    pre = f' style="{PREFORMATTED_STYLE}"'
+    head = "".join(f"<th>{esc(c)}</th>" for c in columns)
+
+    def cell(column: str, value: Any) -> str:
+        text = esc(value)
+        if column in code and text:
+            text = f"<code>{text}</code>"
+        if column in strong and text:
+            text = f"<b>{text}</b>"
+        return f"<td{pre if column in preformatted else ''}>{text}</td>"
+
+    body = "".join("<tr>" + "".join(cell(c, row.get(c)) for c in columns) + "</tr>" for row in rows)
+    attrs = f' class="{html.escape(css_class, quote=True)}"' if css_class else ""
+    return f"<table{attrs}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
