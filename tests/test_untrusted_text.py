@@ -381,3 +381,19 @@ def test_no_page_written_from_a_planted_incident_runs_its_script(planted_outputs
                     assert PAYLOADS[place] in text, f"{name}: the planted {place} is visible as text"
     md = _render_markdown((triage_out / "report.md").read_text())
     assert _markup_from_input(md) == []
+
+
+def test_a_file_name_with_dollar_signs_is_drawn_on_the_timeline_as_it_is():
+    import io
+
+    from conftest import incident_from_text
+    from flink_runbooks import notebook as nb
+    from flink_runbooks.diagnose import run_detectors
+
+    incident = incident_from_text(
+        "2026-11-22 02:54:11,000 ERROR org.apache.flink.runtime.taskmanager.Task [] - Source (1/1) failed.\n"
+        "java.lang.IllegalStateException: broken\n", file=r"tm-$\frac{x$.log")
+    run = nb.RunbookRun("user-code-exception", incident, run_detectors(incident))
+    figure = nb.event_timeline(run)
+    figure.savefig(io.BytesIO(), format="png")  # math markup would fail to parse here
+    assert [t.get_text() for t in figure.axes[0].get_yticklabels()] == [r"tm-\$\frac{x\$.log"]

@@ -237,7 +237,8 @@ def event_timeline(run: RunbookRun, title: str = "Warnings, errors and failures 
         ax.scatter(pd.to_datetime(ev.ts), ypos[key[0]], color=color, s=40 if key in evidence else 14,
                    marker="D" if key in evidence else "o", label=None if label in seen else label, zorder=3)
         seen.add(label)
-    ax.set_yticks(range(len(files)), files, fontsize=8)
+    # A '$' pair in a file name would be read as matplotlib math markup (mis-drawn, or a parse error).
+    ax.set_yticks(range(len(files)), [f.replace("$", r"\$") for f in files], fontsize=8)
     ax.set_title(title)
     ax.legend(loc="upper left", fontsize=8, frameon=False)
     fig.autofmt_xdate()
