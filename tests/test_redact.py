@@ -6,7 +6,7 @@ import json
 import pytest
 
 from flink_runbooks.apps import cli
-from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_text, redact_value
+from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_lines, redact_text, redact_value
 
 SECRETS = ["hunter2", "s3cr3tValue", "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG", "jaasPass!", "tok-abcdef123456"]
 
@@ -14,13 +14,17 @@ SECRETS = ["hunter2", "s3cr3tValue", "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MD
 @pytest.mark.parametrize("key", ["s3.secret-key", "fs.s3a.secret.key", "s3.access-key", "sasl.jaas.config",
                                  "ssl.truststore.password", "security.ssl.keystore-password",
                                  "fs.azure.account.key.acct.blob.core.windows.net", "metrics.reporter.dghttp.apikey",
-                                 "kubernetes.token"])
+                                 "kubernetes.token", "basic.auth.user.info", "schema.registry.basic.auth.user.info",
+                                 "properties.basic.auth.user.info", "catalog.db.pwd", "rest.session.cookie",
+                                 "zookeeper.DigestAuthenticationProvider.superDigest"])
 def test_sensitive_keys(key):
     assert is_sensitive_key(key)
     assert redact_value(key, "x") == REDACTED
 
 
-@pytest.mark.parametrize("key", ["execution.checkpointing.interval", "state.backend.type", "taskmanager.memory.process.size"])
+@pytest.mark.parametrize("key", ["execution.checkpointing.interval", "state.backend.type", "taskmanager.memory.process.size",
+                                 # where credentials come from, not a credential: kept for the reader
+                                 "basic.auth.credentials.source", "fs.s3a.aws.credentials.provider"])
 def test_ordinary_keys_are_kept(key):
     assert not is_sensitive_key(key) and redact_value(key, "5s") == "5s"
 
@@ -80,6 +84,30 @@ FORMS = [
     lambda s: f"s3.secret-key: {s}",
     lambda s: f'sasl.jaas.config = x.PlainLoginModule required username="u" password="{s}";',
     lambda s: f"metrics.reporter.dghttp.apikey={s}",
+    # Kafka / Schema Registry user info: a ConsumerConfig dump line, a config key, the logged "key, value" form
+    lambda s: f"\tbasic.auth.user.info = app:{s}",
+    lambda s: f"schema.registry.basic.auth.user.info: app:{s}",
+    lambda s: f"Loading configuration property: properties.basic.auth.user.info, app:{s}",
+    lambda s: f"jdbc:oracle:thin:app/{s}@db.example.com:1521/ORCL",
+    lambda s: f"jdbc:oracle:thin:app/{s}@//db.example.com:1521/orders",
+    lambda s: f"https://acct.blob.core.windows.net/ckpt/x?sv=2022-11-02&ss=b&sp=rwl&se=2027-01-01&sig={s}%3D&spr=https",
+    lambda s: f"https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature={s}",
+    lambda s: f"https://b.s3.amazonaws.com/k?X-Amz-Credential={s}%2F20260101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=1",
+    lambda s: f"https://b.s3.amazonaws.com/k?X-Amz-Security-Token={s}&X-Amz-Date=1",
+    lambda s: f"-----BEGIN RSA PRIVATE KEY-----\\nMIIEow{s}\\n-----END RSA PRIVATE KEY-----",  # one line, \n escapes
+    lambda s: f"-----BEGIN PRIVATE KEY-----\nMIIEvQ{s}\nQx7Yz0Ab==\n-----END PRIVATE KEY-----",  # across lines
+    lambda s: f"-----BEGIN ENCRYPTED PRIVATE KEY----- MIIFH{s}",  # cut before its end marker
+    lambda s: f"Driver={{ODBC Driver 18}};Server=db;Uid=app;Pwd={s};Encrypt=yes",
+    lambda s: f"Cookie: JSESSIONID={s}; theme=dark",
+    lambda s: f"Cookie: theme=dark; session={s}",
+    lambda s: f"Set-Cookie: session={s}; Path=/; HttpOnly",
+    lambda s: f"addauth digest bob:{s}",
+    lambda s: f"setAcl /flink digest:bob:{s}:cdrwa",
+    lambda s: f'zk.addAuthInfo("digest", "bob:{s}".getBytes())',
+    lambda s: f'org.apache.zookeeper.server.auth.DigestLoginModule required user_super="{s}" user_bob="b";',
+    lambda s: f'    user_super="{s}"',
+    lambda s: f"-Dzookeeper.DigestAuthenticationProvider.superDigest=super:{s}",
+    lambda s: f"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={s};EndpointSuffix=core.windows.net",
 ]
 secrets = st.text("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789", min_size=8, max_size=16).map(lambda s: "Zq" + s)
 # Surroundings: anything printable, quotes, backslashes and control characters included.
@@ -153,3 +181,127 @@ def test_logged_key_value_form_is_masked_but_prose_before_a_comma_is_not():
     assert redact_text("Loading configuration property: s3.secret-key, abc123") == \
         f"Loading configuration property: s3.secret-key, {REDACTED}"
     assert redact_text("the brokers refused credentials, a missing ACL") == "the brokers refused credentials, a missing ACL"
+
+
+
+# --- each credential form in the context it is met in -------------------------------------------------------------
+
+KEY_LINE_1 = "MIIEowIBAAKCAQEAx4UbaDzY5Q1k9n0a8b7c6d5e4f3g2h1iJ0kLmNoPqRsTuVwX"
+KEY_LINE_2 = "yZ1a2B3c4D5e6F7g8H9i0JkLmNoPqRsTuVwXyZaBcDeFgHiJkLmNoPqRsTuVw+/Z"
+KEY_LAST = "Qx7Yz0Ab=="
+LOG = "2026-11-22 02:53:49,000 WARN  org.apache.flink.runtime.rest.RestClient [] - "
+
+
+@pytest.mark.parametrize("text,secrets_in_text,kept", [
+    # a Kafka ConsumerConfig dump line, and its harmless neighbour
+    ("\tbasic.auth.user.info = app:Pl4ntUserInfo", ["app:Pl4ntUserInfo"], "\tbasic.auth.user.info = "),
+    ("\tbasic.auth.credentials.source = USER_INFO", [], "\tbasic.auth.credentials.source = USER_INFO"),
+    # config keys, as the file and as Flink logs them
+    ("schema.registry.basic.auth.user.info: app:Pl4ntUserInfo", ["Pl4ntUserInfo"], "schema.registry.basic.auth.user.info: "),
+    ("Loading configuration property: properties.basic.auth.user.info, app:Pl4ntUserInfo", ["Pl4ntUserInfo"],
+     "Loading configuration property: properties.basic.auth.user.info, "),
+    ("-Dzookeeper.DigestAuthenticationProvider.superDigest=super:Pl4ntDigest= -Xmx1g", ["Pl4ntDigest"], " -Xmx1g"),
+    # log lines
+    ("java.sql.SQLException: ORA-01017: invalid username/password; logon denied "
+     "(jdbc:oracle:thin:app/Pl4ntOra@db.example.com:1521/ORCL)", ["Pl4ntOra"],
+     "ORA-01017: invalid username/password; logon denied (jdbc:oracle:thin:app/"),
+    ("connect to jdbc:oracle:thin:app/Pl4ntOra@//db:1521/orders failed", ["Pl4ntOra"], "@//db:1521/orders failed"),
+    (LOG + "GET https://acct.blob.core.windows.net/ckpt/chk-3?sv=2022-11-02&ss=b&srt=co&sp=rwl"
+     "&se=2027-01-01T00:00:00Z&spr=https&sig=Pl4ntSas%2Fx%3D returned 403", ["Pl4ntSas"],
+     "?sv=2022-11-02&ss=b&srt=co&sp=rwl&se=2027-01-01T00:00:00Z&spr=https&sig=" + REDACTED + " returned 403"),
+    (LOG + "presigned https://b.s3.amazonaws.com/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=ASIAPL4NTCRED0001%2F"
+     "20260101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20260101T000000Z&X-Amz-Expires=900&X-Amz-SignedHeaders=host"
+     "&X-Amz-Security-Token=Pl4ntSts&X-Amz-Signature=4f3aPl4ntSig expired",
+     ["Pl4ntSig", "Pl4ntSts", "ASIAPL4NTCRED0001"], "&X-Amz-Expires=900&X-Amz-SignedHeaders=host&"),
+    (LOG + "bad key -----BEGIN RSA PRIVATE KEY-----\\n" + KEY_LINE_1 + "\\n" + KEY_LINE_2 + "\\n" + KEY_LAST
+     + "\\n-----END RSA PRIVATE KEY-----\\n in ssl.key", [KEY_LINE_1, KEY_LINE_2, KEY_LAST],
+     f"bad key -----BEGIN RSA PRIVATE KEY-----\\n{REDACTED}\\n-----END RSA PRIVATE KEY-----\\n in ssl.key"),
+    ("-----BEGIN EC PRIVATE KEY-----\n" + KEY_LINE_1 + "\n" + KEY_LAST + "\n-----END EC PRIVATE KEY-----",
+     [KEY_LINE_1, KEY_LAST], f"-----BEGIN EC PRIVATE KEY-----\n{REDACTED}\n-----END EC PRIVATE KEY-----"),
+    # a key whose marker lines the log reader did not keep: its lines joined into one
+    (KEY_LINE_1 + " " + KEY_LINE_2 + " " + KEY_LAST, [KEY_LINE_1, KEY_LINE_2, KEY_LAST], REDACTED),
+    ("[Microsoft][ODBC Driver 18] login failed: Driver={ODBC Driver 18};Server=db;Uid=app;Pwd=Pl4ntPwd;Encrypt=yes",
+     ["Pl4ntPwd"], "login failed: Driver={ODBC Driver 18};Server=db;Uid=app;Pwd=" + REDACTED + ";Encrypt=yes"),
+    (LOG + "request headers: Cookie: JSESSIONID=Pl4ntJs; csrftoken=Pl4ntCsrf; the call failed", ["Pl4ntJs", "Pl4ntCsrf"],
+     f"request headers: Cookie: {REDACTED}; the call failed"),
+    (LOG + "Set-Cookie: SESSION=Pl4ntSet; Path=/; HttpOnly", ["Pl4ntSet"], "Set-Cookie: "),
+    ("[zk: localhost:2181(CONNECTED) 0] addauth digest flink:Pl4ntZk", ["Pl4ntZk"], "addauth digest flink:" + REDACTED),
+    ("setAcl /flink digest:flink:Pl4ntHash=:cdrwa", ["Pl4ntHash"], "setAcl /flink digest:flink:"),
+    ('zk.addAuthInfo("digest", "flink:Pl4ntZk".getBytes())', ["Pl4ntZk"], f'"flink:{REDACTED}".getBytes())'),
+    ('Server { org.apache.zookeeper.server.auth.DigestLoginModule required user_super="Pl4ntSuper" '
+     'user_flink="Pl4ntFlink"; };', ["Pl4ntSuper", "Pl4ntFlink"], f'required user_super="{REDACTED}" '),
+    ('    user_super="Pl4ntSuper"', ["Pl4ntSuper"], f'    user_super="{REDACTED}"'),
+    ("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Pl4ntAzure==;EndpointSuffix=core.windows.net",
+     ["Pl4ntAzure"], ";EndpointSuffix=core.windows.net"),
+])
+def test_credential_forms_in_context(text, secrets_in_text, kept):
+    out = redact_text(text)
+    assert kept in out, out
+    assert not [s for s in secrets_in_text if s in out], out
+
+
+@pytest.mark.parametrize("text", [
+    # where credentials come from, not what they are
+    "\tbasic.auth.credentials.source = USER_INFO",
+    "fs.s3a.aws.credentials.provider: org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+    "-Dzookeeper.authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider",
+    # an image digest, an AWS request id, a hex digest, a path: ids a reader needs
+    "Pulled image flink@sha256 digest sha256:4b7d3e6f0a5c9b2d8e1f4a7c",
+    "Access Denied (Service: Amazon S3; Status Code: 403; Request ID: 7N2QWX4K8D1M3F0B; S3 Extended Request ID: "
+    "hT9q2Lw3oBfV8kR1yZc6eA4pNmD7sX0uJgQ5tW2vC8bE1iH6kL9oR3fY4aZ7nM2xP5sU8dG=; Proxy: null)",
+    "sha256 0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+    "Checkpoint path /data/flink/checkpoints/OrdersJob2024/8f2e9c1a4b7d3e6f0a5c9b2d8e1f4a7c/shared/Ab1x",
+    # a SAS without its signature says nothing secret
+    "https://acct.blob.core.windows.net/ckpt?sv=2022-11-02&ss=b&sp=rwl&se=2027-01-01",
+    "no cookie, retrying",
+])
+def test_harmless_neighbours_of_credentials_are_kept(text):
+    assert redact_text(text) == text
+
+
+@pytest.mark.parametrize("text,masked", [
+    ("\tsasl.jaas.config = [hidden]", f"\tsasl.jaas.config = {REDACTED}"),  # Kafka's own mask, not "******]"
+    ("Uid=app;Pwd={Pl4nt;Braced};Server=db", f"Uid=app;Pwd={REDACTED};Server=db"),  # an ODBC value in braces
+])
+def test_a_bracketed_value_is_masked_whole(text, masked):
+    assert redact_text(text) == masked
+
+
+def test_images_in_pages_and_notebooks_are_not_taken_for_keys():
+    """Report pages and executed notebooks pass through redaction whole: their plots must survive it."""
+    import base64
+
+    png = base64.b64encode(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 3).decode()
+    for text in (f'<img alt="checkpoint durations" src="data:image/png;base64,{png}">',
+                 json.dumps({"output_type": "display_data", "data": {"image/png": png + "\n", "text/plain": "<Figure>"}}),
+                 f"src: url(data:font/woff2;base64,{base64.b64encode(b'wOF2' + bytes(range(200))).decode()})"):
+        assert redact_text(text) == text
+
+
+def test_masked_json_still_parses():
+    doc = {"Cookie": "a=Pl4ntA; b=Pl4ntB", "url": "https://a.blob.core.windows.net/c?sv=1&sig=Pl4ntSig",
+           "key": f"-----BEGIN PRIVATE KEY-----\n{KEY_LINE_1}\n{KEY_LAST}\n-----END PRIVATE KEY-----",
+           "basic.auth.user.info": "app:Pl4ntInfo", "jdbc": "jdbc:oracle:thin:app/Pl4ntOra@//db:1521/svc",
+           "odbc": "Uid=app;Pwd=Pl4ntPwd;"}
+    out = redact_text(json.dumps(doc))
+    parsed = json.loads(out)
+    assert set(parsed) == set(doc)
+    assert "Pl4nt" not in out and KEY_LINE_1 not in out and KEY_LAST not in out
+    assert parsed["key"] == f"-----BEGIN PRIVATE KEY-----\n{REDACTED}\n-----END PRIVATE KEY-----"
+
+
+def test_a_private_key_over_several_lines_of_one_record_is_masked_whole():
+    lines = ["failed to load the TLS key", "-----BEGIN RSA PRIVATE KEY-----", "Proc-Type: 4,ENCRYPTED",
+             "DEK-Info: AES-128-CBC,3F2A", "", KEY_LINE_1, KEY_LINE_2, KEY_LAST, "-----END RSA PRIVATE KEY-----",
+             "falling back to PEM file /etc/flink/tls.pem"]
+    out = redact_lines(lines)
+    assert out[0] == lines[0] and out[-1] == lines[-1]
+    assert out[1] == lines[1] and out[-2] == lines[-2]
+    assert all(line in (REDACTED, "") for line in out[2:-2]), out
+    # Without its markers (the log reader did not keep them) the lines still read as key material.
+    assert redact_lines([KEY_LINE_1, KEY_LINE_2, KEY_LAST, "next"]) == [REDACTED, REDACTED, REDACTED, "next"]
+    # Commented out in a config file, indented in pasted YAML: the marker and the indentation stay.
+    assert redact_lines(["# -----BEGIN PRIVATE KEY-----", f"# {KEY_LINE_1}", f"# {KEY_LAST}", "# -----END PRIVATE KEY-----",
+                         "a.b: 1"]) == ["# -----BEGIN PRIVATE KEY-----", f"# {REDACTED}", f"# {REDACTED}",
+                                        "# -----END PRIVATE KEY-----", "a.b: 1"]
+    assert redact_lines([f"    {KEY_LINE_1}", f"    {KEY_LAST}"]) == [f"    {REDACTED}", f"    {REDACTED}"]

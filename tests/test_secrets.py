@@ -1,7 +1,8 @@
 """No secret reaches a byte the tool writes: every secret form planted in a config file, in the configuration Flink
-logs at start-up, in dynamic ``-D`` properties and in log lines, then ``diagnose`` (text and JSON),
-``--save-incident``, ``triage``, ``serve`` and the site build; every file written and every byte printed is scanned
-for the planted values."""
+logs at start-up, in dynamic ``-D`` properties, in a Kafka client's configuration dump, in log lines and in a pasted
+note, then ``diagnose`` (text and JSON), ``--save-incident``, ``triage``, ``serve`` and the site build; every file
+written and every byte printed is scanned for the planted values, and so is every string of every Parquet and JSON
+file once decoded (Parquet compresses and dictionary-encodes its strings, so their bytes alone prove nothing)."""
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ PLANTED = {
     "jaas": "Pl4ntJaasPw",
     "azure": "Pl4ntAzureKey==",
     "jdbc": "Pl4ntJdbcPw",
-    "aws_id": "AKIAPL4NTEDKEY0001",
+    "aws_id": "AKIAPL4NTEDKEY000001",
     "java_opts": "Pl4ntTrustPw",
     "apikey": "Pl4ntApiKey",
     "url_secret": "Pl4ntUrlSecret",
@@ -34,6 +35,24 @@ PLANTED = {
     "token": "Pl4ntK8sTok3n",
     "dynamic": "Pl4ntDynamicPw",
     "jdbc_log": "Pl4ntJdbcLogPw",
+    "userinfo": "Pl4ntUserInfoPw",
+    "kafka_userinfo": "Pl4ntKafkaInfoPw",
+    "oracle": "Pl4ntOraclePw",
+    "oracle_log": "Pl4ntOracleLogPw",
+    "sas": "Pl4ntSasSig",
+    "sas_log": "Pl4ntSasLogSig",
+    "amz_sig": "Pl4ntAmzSignature",
+    "amz_token": "Pl4ntAmzStsToken",
+    "pem_escaped": "Pl4ntPemEscaped",
+    "pem_line": "Pl4ntPemLineOne",
+    "pem_tail": "Pl4ntPemTail",
+    "pwd": "Pl4ntOdbcPwd",
+    "cookie": "Pl4ntCookieA",
+    "cookie_2": "Pl4ntCookieB",
+    "zk_digest": "Pl4ntZkDigest",
+    "zk_super": "Pl4ntZkSuper",
+    "zk_jaas": "Pl4ntZkJaas",
+    "account_key": "Pl4ntAccountKey",
 }
 P = PLANTED
 
@@ -50,7 +69,21 @@ CONFIG_LINES = [
     f"state.savepoints.dir: s3://{P['aws_id']}:{P['url_secret']}@bucket/savepoints",
     f"table.catalog.url: jdbc:mysql://db/app?user=app&password={P['jdbc']}",
     f"kubernetes.token: {P['token']}",
+    f"schema.registry.basic.auth.user.info: app:{P['userinfo']}",
+    "basic.auth.credentials.source: USER_INFO",
+    f"table.catalog.oracle.url: jdbc:oracle:thin:app/{P['oracle']}@//db.example.com:1521/orders",
+    "fs.azure.sas.ckpt.acct.blob.core.windows.net: sv=2022-11-02&ss=b&srt=co&sp=rwl&se=2027-01-01T00:00:00Z&spr=https"
+    f"&sig={P['sas']}%3D",
+    f"env.java.opts.jobmanager: -Dzookeeper.DigestAuthenticationProvider.superDigest=super:{P['zk_super']}= -Xss2m",
 ]
+
+# PEM lines are 64 characters of base64; the last one is shorter.
+PEM_LINES = [
+    "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBA" + P["pem_line"],
+    "x4UbaDzY5Q1k9n0a8b7c6d5e4f3g2h1iJ0kLmNoPqRsTuVwXyZaBcDeFgHiJkLm9",
+    P["pem_tail"] + "9x==",
+]
+assert [len(line) for line in PEM_LINES[:2]] == [64, 64]
 
 
 def plant(root: pathlib.Path) -> pathlib.Path:
@@ -74,17 +107,48 @@ def plant(root: pathlib.Path) -> pathlib.Path:
             warn + f"proxy said Authorization: Basic {P['basic']}",
             warn + f"catalog answered {{\"user\": \"app\", \"password\": \"{P['json']}\"}}",
             warn + f"cannot reach s3://{P['aws_id']}:{P['url_secret']}@bucket/x",
+            warn + "GET https://acct.blob.core.windows.net/ckpt/chk-3/_metadata?sv=2022-11-02&ss=b&srt=co&sp=rwl"
+                   f"&se=2027-01-01T00:00:00Z&spr=https&sig={P['sas_log']}%3D returned 403",
+            warn + "upload to https://bucket.s3.amazonaws.com/chk-3?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+                   f"&X-Amz-Credential={P['aws_id']}%2F20261122%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Date=20261122T025349Z"
+                   f"&X-Amz-Expires=900&X-Amz-Security-Token={P['amz_token']}&X-Amz-SignedHeaders=host"
+                   f"&X-Amz-Signature={P['amz_sig']} expired",
+            warn + f"catalog login failed: Driver={{ODBC Driver 18}};Server=db;Uid=app;Pwd={P['pwd']};Encrypt=yes",
+            warn + f"history server answered 401 to Cookie: JSESSIONID={P['cookie']}; csrftoken={P['cookie_2']}",
+            warn + f"ZooKeeper refused create on /flink/default for ACL digest:flink:{P['zk_digest']}=:cdrwa",
+            warn + "JAAS section Server: org.apache.zookeeper.server.auth.DigestLoginModule required "
+                   f"user_super=\"{P['zk_jaas']}\";",
+            warn + "storage connection DefaultEndpointsProtocol=https;AccountName=acct;"
+                   f"AccountKey={P['account_key']}==;EndpointSuffix=core.windows.net",
+            warn + "could not parse the TLS key -----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC"
+                   f"{P['pem_escaped']}\\n-----END PRIVATE KEY-----",
         ]
         log.write_text("\n".join(lines))
     tm = next((inc / "log").glob("*taskexecutor*.log"))
-    # A failure chain that ends in a password: the value ends the JSON string it lands in.
     tm.write_text(tm.read_text() + (
+        # A Kafka client's configuration dump: the user info next to its harmless source setting.
+        "2026-11-22 02:55:00,000 INFO  org.apache.kafka.clients.consumer.ConsumerConfig              [] - "
+        "ConsumerConfig values: \n"
+        "\tauto.offset.reset = earliest\n"
+        "\tbasic.auth.credentials.source = USER_INFO\n"
+        f"\tbasic.auth.user.info = app:{P['kafka_userinfo']}\n"
+        "\tbootstrap.servers = [kafka:9092]\n"
+        "\tsasl.jaas.config = [hidden]\n"
+        # A failure chain that ends in a password: the value ends the JSON string it lands in.
         "2026-11-22 02:56:00,000 ERROR org.apache.flink.runtime.taskmanager.Task                    [] - "
         "Source: lookup (1/1) switched from RUNNING to FAILED.\n"
         "java.lang.RuntimeException: lookup join failed\n"
         "\tat com.example.Lookup.eval(Lookup.java:42)\n"
         f"Caused by: java.io.IOException: lookup failed for jdbc:mysql://db/app?user=app&password={P['jdbc_log']}\n"
-        "\t... 1 more\n"))
+        "\t... 1 more\n"
+        "Caused by: java.sql.SQLException: ORA-01017: invalid username/password; logon denied "
+        f"(jdbc:oracle:thin:app/{P['oracle_log']}@db.example.com:1521/ORCL)\n"
+        "\t... 2 more\n"))
+    # A note pasted next to the logs: the Kubernetes secret the TaskManager mounted, its key over several lines.
+    (inc / "log" / "kubectl-describe-secret.txt").write_text(
+        "The TaskManager mounted this secret:\n"
+        "  tls.key: |\n" + "".join(f"    {line}\n" for line in
+                                    ["-----BEGIN PRIVATE KEY-----", *PEM_LINES, "-----END PRIVATE KEY-----"]))
     return inc
 
 
@@ -96,11 +160,33 @@ def leaks(*texts: str | bytes) -> list[str]:
     return sorted(set(found))
 
 
+def _strings(value) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in _strings(k) + _strings(v)]
+    if isinstance(value, (list, tuple)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def decoded_strings(path: pathlib.Path) -> list[str]:
+    """Every string a Parquet or JSON file holds, as a reader of that format gets it back."""
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return _strings(pq.read_table(path).to_pylist())
+    if path.suffix in (".json", ".ipynb"):
+        return _strings(json.loads(path.read_text()))
+    return []
+
+
 def tree_leaks(root: pathlib.Path) -> dict[str, list[str]]:
+    """Planted values in any file under ``root``: its bytes, and the strings of its Parquet or JSON once decoded."""
     out = {}
     for path in root.rglob("*"):
         if path.is_file():
-            bad = leaks(path.read_bytes())
+            bad = sorted(set(leaks(path.read_bytes()) + leaks(*decoded_strings(path))))
             if bad:
                 out[str(path.relative_to(root))] = bad
     return out
@@ -126,13 +212,24 @@ def test_diagnose_text_json_and_saved_incident_hold_no_secret(spark, capsys, pla
     assert doc["findings"][0]["runbook"] == "checkpoint-tolerable-failure-threshold"
     assert leaks(out, err) == []
     assert tree_leaks(saved) == {}
+    # What is scanned above: the events table decoded, every event of the planted forms in it.
+    events = decoded_strings(saved / "events.parquet")
+    for kept in ("basic.auth.user.info = ******", "basic.auth.credentials.source = USER_INFO", "Pwd=******;",
+                 "jdbc:oracle:thin:app/******@db.example.com", "sig=******", "X-Amz-Signature=******",
+                 "Cookie: ******", "digest:flink:******", 'user_super="******"', "-----BEGIN PRIVATE KEY-----"):
+        assert any(kept in s for s in events), kept
     meta = json.loads((saved / "incident.json").read_text())
     # the user's config text is kept for diffs, masked
     assert "s3.secret-key: ******" in meta["config_file"]["text"]
     assert "-Djavax.net.ssl.trustStorePassword=******" in meta["config_file"]["text"]
+    assert "schema.registry.basic.auth.user.info: ******" in meta["config_file"]["text"]
+    assert "&sig=******" in meta["config_file"]["text"]
     values = {c["key"]: c["value"] for c in meta["config"]}
     assert values["security.ssl.truststore-password"] == "******"  # from the -D properties
     assert values["metrics.reporter.dghttp.apikey"] == "******"
+    assert values["schema.registry.basic.auth.user.info"] == "******"
+    assert values["basic.auth.credentials.source"] == "USER_INFO"  # says where credentials come from: kept
+    assert values["table.catalog.oracle.url"] == "jdbc:oracle:thin:app/******@//db.example.com:1521/orders"
 
     code = cli.main(["diagnose", str(planted)])
     out, err = capsys.readouterr()
@@ -146,7 +243,9 @@ def test_diagnose_text_json_and_saved_incident_hold_no_secret(spark, capsys, pla
 
     diff = render_config_diff([Patch("flink", "execution.checkpointing.tolerable-failed-checkpoints", "3", "why")],
                               load_incident(saved).config, (1, 20))
-    assert " kubernetes.token: ******" in diff and "+execution.checkpointing.tolerable-failed-checkpoints: 3" in diff
+    assert "+execution.checkpointing.tolerable-failed-checkpoints: 3" in diff
+    assert " env.java.opts.jobmanager: -Dzookeeper.DigestAuthenticationProvider.superDigest=****** -Xss2m" in diff
+    assert "&sig=******" in diff and " table.catalog.oracle.url: jdbc:oracle:thin:app/******@//db" in diff
     assert leaks(diff) == []
 
 
