@@ -16,6 +16,7 @@ import types
 import pytest
 from fastapi.testclient import TestClient
 
+from support import processes_marked
 from conftest import example
 from flink_runbooks.apps import serve
 from flink_runbooks.apps import triage as triage_module
@@ -353,7 +354,7 @@ def test_stopping_the_server_stops_a_running_triage_s_notebooks_and_its_report_s
                                      timeout_s=600)) as client:
         run = client.post("/alerts", json=_alert("orders")).json()
         deadline = time.monotonic() + 120  # a guard against a hang, not a timing assertion
-        while not list(pathlib.Path(run["out"], "runbooks").glob("*.ipynb")) or len(_marked(marker)) < 2:
+        while not list(pathlib.Path(run["out"], "runbooks").glob("*.ipynb")) or len(processes_marked(marker)) < 2:
             assert time.monotonic() < deadline, "the runbook never started"
             time.sleep(0.2)
     state = json.loads((out_root / serve.STATE_DIR / f"{run['run']}.json").read_text())
@@ -361,19 +362,6 @@ def test_stopping_the_server_stops_a_running_triage_s_notebooks_and_its_report_s
     report = json.loads(pathlib.Path(run["out"], "report.json").read_text())
     assert report["status"] == "interrupted" and report["findings"]
     assert {r["runbook"]: r["status"] for r in report["runbooks"]}[slug] == "interrupted"
-    while _marked(marker):  # papermill is killed; its kernel ends itself once papermill is gone
-        assert time.monotonic() < deadline, f"left behind: {_marked(marker)}"
+    while processes_marked(marker):  # papermill is killed; its kernel ends itself once papermill is gone
+        assert time.monotonic() < deadline, f"left behind: {processes_marked(marker)}"
         time.sleep(0.2)
-
-
-def _marked(marker: str) -> list[int]:
-    """Processes other than this one whose environment carries ``marker``: the papermill runs and their kernels."""
-    found = []
-    for proc in pathlib.Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            try:
-                if marker.encode() in (proc / "environ").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                pass
-    return found

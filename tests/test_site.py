@@ -2,22 +2,18 @@
 with every runbook executed (marked `notebook`); the pages in headless Chromium (marked `browser` and `notebook`)."""
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import functools
 import glob
 import html as html_lib
-import http.server
 import json
 import pathlib
 import re
-import tempfile
-import threading
 
 import nbformat
 import pytest
 
 from conftest import DATA, ROOT
+from support import chromium, serve_directory
 from flink_runbooks.parse import keys
 from flink_runbooks import catalogue
 from flink_runbooks.apps import site, site_keys, site_links, site_signatures
@@ -29,9 +25,6 @@ from flink_runbooks.parse.redact import REDACTED, is_sensitive_key
 pytestmark = pytest.mark.xdist_group("test_site")
 
 SEEDS = ROOT.parent / "shared" / "seeds"  # the shared folder beside the repository
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 THRESHOLD = "checkpoint-tolerable-failure-threshold"
 KAFKA = "kafka-offset-commit-failure"
 ROCKSDB_HARDLINK = "rocksdb-hardlink-not-supported"
@@ -402,42 +395,16 @@ def test_pages_load_nothing_from_the_network(built_site):
 # ====================================================================================================== browser
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@contextlib.contextmanager
-def _serve(directory: pathlib.Path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(_QuietHandler, directory=str(directory)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/"
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
-
-
 @pytest.fixture(scope="module")
 def served(built_site):
-    with _serve(built_site.out) as base:
+    with serve_directory(built_site.out) as base:
         yield base
 
 
 @pytest.fixture(scope="module")
 def browser_context():
-    if not pathlib.Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (scripts/setup.sh does)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p, tempfile.TemporaryDirectory(prefix="site-browser-") as profile:
-        context = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
-                                                       args=CHROMIUM_ARGS)
+    with chromium(prefix="site-browser-") as context:
         yield context
-        context.close()
 
 
 class _Watched:
@@ -684,7 +651,7 @@ def threshold_site(tmp_path_factory, spark):
     out = tmp_path_factory.mktemp("site-one") / "site"
     report = site.build_site(str(out), runbooks=[THRESHOLD], jobs=1, spark=spark)
     assert report.ok and not report.failed
-    with _serve(out) as base:
+    with serve_directory(out) as base:
         yield out, base
 
 

@@ -16,6 +16,7 @@ import urllib.request
 
 import pytest
 
+from support import processes_marked
 from conftest import ROOT, example
 from flink_runbooks.apps import cli
 from flink_runbooks.apps.triage import TriageError, triage
@@ -282,19 +283,6 @@ def test_braces_in_out_are_part_of_the_folder_name_not_papermill_parameters(tmp_
     assert json.loads((out / "report.json").read_text())["status"] == "complete"
 
 
-def _processes_marked(marker: str) -> list[int]:
-    """Processes whose environment carries ``marker`` (the triage, papermill and every kernel it started)."""
-    found = []
-    for proc in pathlib.Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                if marker.encode() in (proc / "environ").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                pass
-    return found
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("signum,code,word", [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")])
 def test_an_interrupted_triage_says_so_in_report_json_exits_with_one_line_and_leaves_no_process(tmp_path, signum, code, word):
@@ -305,7 +293,7 @@ def test_an_interrupted_triage_says_so_in_report_json_exits_with_one_line_and_le
                              "--out", str(out), "--runbooks", "hangs", "--runbooks-dir", str(TEST_NOTEBOOKS),
                              "--timeout", "600"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120  # a guard against a hang, not a timing assertion
-    while not list((out / "runbooks").glob("*.ipynb")) or len(_processes_marked(marker)) < 3:
+    while not list((out / "runbooks").glob("*.ipynb")) or len(processes_marked(marker)) < 3:
         assert proc.poll() is None and time.monotonic() < deadline, "the hanging runbook never started"
         time.sleep(0.2)
     proc.send_signal(signum)
@@ -315,8 +303,8 @@ def test_an_interrupted_triage_says_so_in_report_json_exits_with_one_line_and_le
     doc = json.loads((out / "report.json").read_text())
     assert doc["status"] == "interrupted" and doc["stage"] == "runbooks"
     assert [(r["runbook"], r["status"]) for r in doc["runbooks"]] == [("hangs", "interrupted")]
-    while _processes_marked(marker):  # the kernel ends itself once papermill is gone
-        assert time.monotonic() < deadline, f"left behind: {_processes_marked(marker)}"
+    while processes_marked(marker):  # the kernel ends itself once papermill is gone
+        assert time.monotonic() < deadline, f"left behind: {processes_marked(marker)}"
         time.sleep(0.2)
 
 

@@ -9,26 +9,20 @@ every page written from a planted incident in Chromium.
 from __future__ import annotations
 
 import contextlib
-import functools
-import http.server
 import pathlib
 import re
 import shutil
-import tempfile
-import threading
 
 import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
 from conftest import DATA, ROOT
+from support import chromium, serve_directory
 from flink_runbooks.render.html_table import html_table
 from flink_runbooks.render.markdown import code_block, code_span, render_markdown
 from flink_runbooks.render.terminal import printable
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 USER_CODE = "user-code-exception"
 RESTARTS = "restart-strategy-exhausted"
 SOURCE = DATA / USER_CODE / "poison-record-1.20"
@@ -226,36 +220,10 @@ def test_terminal_output_carries_no_control_character_from_the_input(planted):
 # ====================================================================================================== browser
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-@contextlib.contextmanager
-def _serve(directory: pathlib.Path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(_QuietHandler, directory=str(directory)))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}/"
-    finally:
-        server.shutdown()
-        thread.join()
-        server.server_close()
-
-
 @pytest.fixture(scope="module")
 def browser():
-    if not pathlib.Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium package (scripts/setup.sh does)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p, tempfile.TemporaryDirectory(prefix="untrusted-browser-") as profile:
-        context = p.chromium.launch_persistent_context(profile, executable_path=CHROMIUM, headless=True,
-                                                       args=CHROMIUM_ARGS)
+    with chromium(prefix="untrusted-browser-") as context:
         yield context
-        context.close()
 
 
 @contextlib.contextmanager
@@ -322,7 +290,7 @@ def test_site_pages_run_only_the_sites_own_scripts(browser, tmp_path):
     out.mkdir()
     executions = {slug: site.Execution(slug, "ok", 1.0, None, _hostile_notebook(tmp_path / "executed.ipynb"))}
     site.render_site(out, runbooks, executions, [], built="test")
-    with _serve(out) as base:
+    with serve_directory(out) as base:
         for path in sorted(out.rglob("*.html")):
             html = path.read_text()
             assert "Content-Security-Policy" in html and "script-src 'self'" in html, path.name
@@ -371,7 +339,7 @@ def test_no_page_written_from_a_planted_incident_runs_its_script(planted_outputs
         if path.stem == USER_CODE:
             for place in SHOWN_ON_THE_RUNBOOK_PAGE:
                 assert PAYLOADS[place] in text, f"{path.name}: the planted {place} is visible as text"
-    with _serve(site_out) as base:
+    with serve_directory(site_out) as base:
         site_pages = sorted(p.relative_to(site_out).as_posix() for p in site_out.rglob("*.html"))
         assert f"runbooks/{USER_CODE}.html" in site_pages and "index.html" in site_pages
         for name in site_pages:
