@@ -342,3 +342,48 @@ def test_nested_config_from_text():
     assert cfg.get_bool("execution.checkpointing.unaligned") is True
     assert cfg.get_int("execution.checkpointing.tolerable-failed-checkpoints") == 3
     assert re.fullmatch(r"config\.yaml:\d+", str(cfg.lookup("state.backend").source))
+
+
+# ---------------------------------------------------------------------------------------------- very many keys
+
+MANY = 100_000
+
+
+def test_a_flat_file_with_very_many_keys_is_read_up_to_the_limit_with_a_warning():
+    text = "".join(f"custom.key{i}: {i}\n" for i in range(MANY))
+    warnings: list[str] = []
+    entries = parse_flat_conf(text, "flink-conf.yaml", warnings)
+    assert len(entries) == config_module.MAX_CONFIG_KEYS
+    assert entries[-1] == (f"custom.key{config_module.MAX_CONFIG_KEYS - 1}", str(config_module.MAX_CONFIG_KEYS - 1),
+                           config_module.MAX_CONFIG_KEYS)
+    assert warnings == [f"flink-conf.yaml:{config_module.MAX_CONFIG_KEYS + 1}: more than "
+                        f"{config_module.MAX_CONFIG_KEYS:,} configuration keys; the rest of the file is ignored"]
+
+
+@pytest.mark.slow  # ruamel composes ten thousand entries
+def test_a_yaml_file_with_very_many_keys_is_read_up_to_the_limit_with_a_warning():
+    # block lists: every value spans lines, which once made each entry rescan the whole text
+    text = "".join(f"custom{i}:\n  - a\n  - b\n" for i in range(MANY))
+    warnings: list[str] = []
+    entries = parse_yaml_conf(text, "config.yaml", warnings)
+    assert len(entries) == config_module.MAX_CONFIG_KEYS
+    assert entries[:2] == [("custom0", "[a, b]", 1), ("custom1", "[a, b]", 4)]
+    assert [w for w in warnings if "more than" in w] == [
+        f"config.yaml:{3 * config_module.MAX_CONFIG_KEYS + 1}: more than {config_module.MAX_CONFIG_KEYS:,} "
+        f"configuration keys; the rest of the file is ignored"]
+
+
+def test_a_nested_map_of_very_many_keys_is_cut_inside_the_map():
+    text = "custom:\n" + "".join(f"  key{i}: {i}\n" for i in range(MANY))
+    entries = parse_yaml_conf(text, "config.yaml", [])
+    # the map's own key counts too
+    assert len(entries) == config_module.MAX_CONFIG_KEYS - 1 and entries[-1][0] == f"custom.key{len(entries) - 1}"
+
+
+def test_the_effective_configuration_holds_a_bounded_number_of_keys():
+    cfg = EffectiveConfig()
+    for i in range(config_module.MAX_EFFECTIVE_KEYS + 500):
+        cfg.add(f"custom.key{i}", "1", ConfigSource("log", "/x/jm.log", i + 1))
+    cfg.add("custom.key0", "2", ConfigSource("dynamic", "/x/jm.log", 1))  # a key it holds still changes
+    assert len(cfg) == config_module.MAX_EFFECTIVE_KEYS and cfg.ignored_keys == 500
+    assert cfg.get("custom.key0") == "2"

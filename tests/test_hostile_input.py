@@ -1,9 +1,10 @@
 """Broken and hostile input, generated at test time: a warning per bad file, never a trace, a hang, a crash.
 
 Every run asserts the README's exit code, at most two lines on stderr and no stack trace, valid JSON, the good files
-still diagnosed, nothing written outside the output directory, and a time limit. Many bad files share one run
-over a directory that also holds a good incident, so one run proves each of them. Generated-only cases that take a
-while (50 MB lines, a gzip bomb, 3,000 files, remote file systems) are marked ``slow``.
+still diagnosed and nothing written outside the output directory. Many bad files share one run over a directory
+that also holds a good incident, so one run proves each of them. Generated-only cases that take a while (lines of
+hundreds of megabytes, 2 GiB of NUL bytes, a gzip bomb, 3,000 files, remote file systems) are marked ``slow``. How
+long anything takes is measured by ``make bench``; the timeouts here only stop a hang.
 """
 from __future__ import annotations
 
@@ -15,7 +16,6 @@ import random
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -31,13 +31,13 @@ TRACE_MARKERS = ("Traceback (most recent call last)", "\tat ", "Exception in thr
 TM_HEADER = "2026-11-22 02:55:00,000 ERROR org.apache.flink.runtime.taskmanager.Task                    [] - "
 
 
-def run(args: list[str], cwd: pathlib.Path, limit_s: float, env: dict | None = None) -> tuple[int, str, str]:
-    """The command line as a user runs it, in a fresh process; returns (exit code, stdout, stderr)."""
-    started = time.monotonic()
-    proc = subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=limit_s + 60,
-                          env={**os.environ, **(env or {}), "FLINK_RUNBOOKS_DEBUG": ""})
-    elapsed = time.monotonic() - started
-    assert elapsed <= limit_s, f"took {elapsed:.1f}s, limit {limit_s}s"
+def run(args: list[str], cwd: pathlib.Path, hang_guard_s: float = 900,
+        env: dict | None = None) -> tuple[int, str, str]:
+    """The command line as a user runs it, in a fresh process; returns (exit code, stdout, stderr). The timeout is
+    only there to end a hang, far above what a loaded machine needs."""
+    proc = subprocess.run(CLI + args, cwd=cwd, capture_output=True, text=True, timeout=hang_guard_s,
+                          env={**os.environ, **(env or {}), "FLINK_RUNBOOKS_DEBUG": ""},
+                          errors="surrogateescape")
     err_lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(err_lines) <= 2, proc.stderr[-3000:]
     assert not any(marker in proc.stderr for marker in TRACE_MARKERS), proc.stderr[-3000:]
@@ -131,7 +131,7 @@ def test_one_run_over_every_bad_file_warns_about_each_and_still_diagnoses(corpus
     work = tmp_path / "work"
     work.mkdir()
     before = snapshot(corpus["root"])
-    code, out, err = run(["diagnose", str(corpus["incident"]), "--format", "json"], work, limit_s=90)
+    code, out, err = run(["diagnose", str(corpus["incident"]), "--format", "json"], work)
     assert code == 1, err
     doc = json.loads(out)
     assert doc["findings"][0]["runbook"] == PRIMARY and doc["findings"][0]["primary"]
@@ -148,12 +148,12 @@ def test_one_run_over_every_bad_file_warns_about_each_and_still_diagnoses(corpus
     # the odd file name is shown as it is, shell characters and all, and nothing was run
     assert str(corpus["odd"]) in paths and not (work / "pwned").exists()
     assert not list(work.iterdir()) and snapshot(corpus["root"]) == before, "nothing written anywhere"
-    code, text, err = run(["diagnose", str(corpus["incident"])], work, limit_s=90)
+    code, text, err = run(["diagnose", str(corpus["incident"])], work)
     assert code == 1 and f"warning: {corpus['incident']}/bad/passwd: unknown log layout" in text
 
 
 def test_a_link_given_as_an_input_is_followed(corpus, tmp_path):
-    code, out, err = run(["diagnose", str(corpus["incident"] / "bad" / "escape"), "--format", "json"], tmp_path, 60)
+    code, out, err = run(["diagnose", str(corpus["incident"] / "bad" / "escape"), "--format", "json"], tmp_path)
     assert code in (0, 1), err
     assert any(f["path"].endswith("elsewhere.log") for f in json.loads(out)["inputs"]["files"])
 
@@ -167,7 +167,7 @@ def test_a_file_that_cannot_be_read_is_named_and_the_rest_diagnosed(tmp_path):
         locked = inc / "log" / "locked.log"
         locked.write_text("x\n")
         locked.chmod(0)
-    code, out, err = run(["diagnose", str(inc), str(locked), "--format", "json"], tmp_path, 60)
+    code, out, err = run(["diagnose", str(inc), str(locked), "--format", "json"], tmp_path)
     assert code == 1, err
     doc = json.loads(out)
     assert doc["findings"][0]["runbook"] == PRIMARY
@@ -187,20 +187,20 @@ def test_bad_input_is_exit_2_and_one_line(tmp_path, args, message):
     names = {"empty": tmp_path / "empty", "truncated": tmp_path / "truncated.log.gz", "good": tmp_path / "good"}
     if "{good}" in args:
         good_incident(tmp_path)
-    code, out, err = run([a.format(**names) for a in ["diagnose", *args]], tmp_path, 60)
+    code, out, err = run([a.format(**names) for a in ["diagnose", *args]], tmp_path)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and message in err, err
 
 
 def test_a_typed_version_does_not_replace_the_one_the_logs_print(tmp_path):
     inc = good_incident(tmp_path)
-    code, out, err = run(["diagnose", str(inc), "--flink-version", "1.18.1", "--format", "json"], tmp_path, 60)
+    code, out, err = run(["diagnose", str(inc), "--flink-version", "1.18.1", "--format", "json"], tmp_path)
     doc = json.loads(out)
     assert code == 1 and doc["flink_version"] == "1.20.3"
     assert any("--flink-version 1.18.1 ignored" in w and "1.20.3" in w for w in doc["warnings"])
     excerpt = tmp_path / "ticket.txt"
     excerpt.write_text("java.io.IOException: disk full\n\tat com.example.A.b(A.java:1)\n")
-    code, out, err = run(["diagnose", str(excerpt), "--flink-version", "1.18.1", "--format", "json"], tmp_path, 60)
+    code, out, err = run(["diagnose", str(excerpt), "--flink-version", "1.18.1", "--format", "json"], tmp_path)
     assert json.loads(out)["flink_version"] == "1.18.1", "a version the logs do not print is taken from the user"
 
 
@@ -229,12 +229,12 @@ def test_a_failed_triage_leaves_no_empty_out_behind(tmp_path):
     (tmp_path / "in").mkdir()
     (tmp_path / "in" / "only.log.gz").write_bytes(b"not gzip at all\n")
     out = tmp_path / "report"
-    code, stdout, err = run(["triage", str(tmp_path / "in"), "--out", str(out)], tmp_path, 60)
+    code, stdout, err = run(["triage", str(tmp_path / "in"), "--out", str(out)], tmp_path)
     assert code == 2 and "not gzip-compressed" in err
     assert not out.exists()
     kept = tmp_path / "existing"
     kept.mkdir()
-    code, _, _ = run(["triage", str(tmp_path / "in"), "--out", str(kept)], tmp_path, 60)
+    code, _, _ = run(["triage", str(tmp_path / "in"), "--out", str(kept)], tmp_path)
     assert code == 2 and kept.is_dir(), "a directory the user made is left alone"
 
 
@@ -245,10 +245,132 @@ def test_yaml_alias_bombs_of_any_shape_fail_fast():
                                           for i in range(40))
     wide = 'a: &a ["lol"]\n' + "b: [" + ",".join(["*a"] * 60) + "]\n"
     for text in (deep, wide):
-        started = time.monotonic()
         with pytest.raises(ConfigError, match="alias"):
             parse_yaml_conf(text, "config.yaml")
-        assert time.monotonic() - started < 2
+
+
+# Names a shell, a URL parser, a terminal or the JVM could take for something else.
+ODD_NAMES = {
+    "query": "tm?attempt=1#frag 100%.log",
+    "newline": "tm\nsecond line.log",
+    "undecodable": os.fsdecode(b"tm-\xff\xfe-latin1.log"),
+}
+
+
+def _incident_with_odd_names(root: pathlib.Path) -> tuple[pathlib.Path, dict[str, pathlib.Path]]:
+    inc = good_incident(root)
+    tm = next((inc / "log").glob("*taskexecutor*.log"))
+    odd = {what: inc / "log" / name for what, name in ODD_NAMES.items()}
+    for path in odd.values():
+        path.write_bytes(tm.read_bytes())
+    return inc, odd
+
+
+def test_odd_file_names_are_read_and_shown_escaped(tmp_path):
+    inc, odd = _incident_with_odd_names(tmp_path)
+    code, out, err = run(["diagnose", str(inc), "--format", "json"], tmp_path)
+    assert code == 1, err
+    doc = json.loads(out)
+    assert doc["findings"][0]["runbook"] == PRIMARY
+    files = {f["path"]: f for f in doc["inputs"]["files"]}
+    tm_lines = next(f["lines"] for p, f in files.items() if p.endswith("taskexecutor-0-vm.log"))
+    shown = {"query": str(odd["query"]),  # ? and # are part of the name, not a query or a fragment
+             "newline": str(inc / "log" / "tm\\nsecond line.log"),
+             "undecodable": str(inc / "log" / "tm-\\xff\\xfe-latin1.log")}
+    for what, path in shown.items():
+        assert files.get(path, {}).get("lines") == tm_lines, (what, sorted(files))
+    # in a warning of the text report too, a name with a line break stays on its line
+    (inc / "log" / "empty\nname.log").write_bytes(b"")
+    code, text, err = run(["diagnose", str(inc)], tmp_path)
+    assert code == 1 and "empty\\nname.log is empty" in text, text
+    assert not any(line.startswith("name.log") for line in text.splitlines()), text
+    # a path given as it is, ? and # included, is that file
+    code, out, err = run(["diagnose", str(odd["query"]), "--format", "json"], tmp_path)
+    assert code in (0, 1), err
+    assert [f["path"] for f in json.loads(out)["inputs"]["files"]] == [str(odd["query"])]
+
+
+def test_odd_file_names_read_through_spark_as_in_process(spark, tmp_path):
+    """Through Spark the names are URI-escaped for Hadoop; a name Java cannot spell is read by the driver."""
+    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import run_detectors
+    from flink_runbooks.render.report import to_json
+
+    inc, odd = _incident_with_odd_names(tmp_path)
+    through_spark = json.loads(to_json(run_detectors(ingest([str(inc)], spark, split_bytes=1 << 20))))
+    in_process = json.loads(to_json(run_detectors(ingest([str(inc)]))))
+    assert through_spark == in_process
+    names = [f["path"] for f in through_spark["inputs"]["files"]]
+    assert str(odd["query"]) in names and str(inc / "log" / "tm\\nsecond line.log") in names
+    assert str(inc / "log" / "tm-\\xff\\xfe-latin1.log") in names
+
+
+@pytest.mark.parametrize("command", ["diagnose", "triage"])
+def test_an_input_of_only_unusable_files_is_exit_2_naming_each(tmp_path, command):
+    folder = tmp_path / "incident"
+    folder.mkdir()
+    (folder / "empty.log").write_bytes(b"")
+    (folder / "screenshot.log").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40)
+    args = [command, str(folder)] + (["--out", str(tmp_path / "report")] if command == "triage" else [])
+    code, out, err = run(args, tmp_path)
+    assert code == 2 and out == "", (code, out, err)
+    assert len(err.strip().splitlines()) == 1 and "nothing readable" in err, err
+    assert f"{folder}/empty.log is empty" in err and f"{folder}/screenshot.log looks binary" in err, err
+
+
+def test_an_unusable_file_beside_a_readable_one_is_a_warning(tmp_path):
+    inc = good_incident(tmp_path)
+    (inc / "log" / "empty.log").write_bytes(b"")
+    code, out, err = run(["diagnose", str(inc), "--format", "json"], tmp_path)
+    assert code == 1 and any("empty.log is empty" in w for w in json.loads(out)["warnings"]), err
+
+
+def test_a_line_past_the_limit_is_cut_and_the_rest_read_in_process(tmp_path, monkeypatch):
+    """The limits made small: the same code reads a line of hundreds of megabytes (the slow tier does)."""
+    from flink_runbooks.collect import ingest as ingest_module, local, scan
+
+    for module in (local, scan, ingest_module):
+        monkeypatch.setattr(module, "MAX_LINE_BYTES", 3000)
+    monkeypatch.setattr(local, "_CHUNK_BYTES", 1024)
+    inc = good_incident(tmp_path)
+    long_file = _file_with_a_long_line(inc, 100_000)
+    incident = ingest_module.ingest([str(inc)])
+    assert _long_line_read(incident, long_file)
+
+
+def _file_with_a_long_line(inc: pathlib.Path, length: int, byte: bytes = b"y") -> pathlib.Path:
+    path = inc / "log" / "flink-flink-taskexecutor-1-vm.log"
+    with open(path, "wb") as fh:
+        fh.write(TM_HEADER.encode() + b"before the long line\n")
+        chunk = byte * (1 << 20)
+        fh.write(TM_HEADER.encode())
+        for _ in range(length // len(chunk)):
+            fh.write(chunk)
+        fh.write(byte * (length % len(chunk)) + b"\n")
+        fh.write(TM_HEADER.encode() + b"after the long line\njava.lang.IllegalStateException: still read\n")
+    return path
+
+
+def _long_line_read(incident, path: pathlib.Path) -> bool:
+    """The file is read with exact line numbers around its long line, which is named in a warning."""
+    info = next(f for f in incident.inputs if f.path == str(path))
+    after = next(ev for ev in incident.events if ev.file == str(path) and "after the long line" in ev.message)
+    assert info.lines == 4 and after.line == 3 and after.has_exception("IllegalStateException")
+    assert any(str(path) in w and "line 2 is longer than" in w for w in incident.warnings), incident.warnings
+    assert any(ev.file.endswith("standalonesession-0-vm.log") for ev in incident.events), "the rest is read"
+    return True
+
+
+def test_a_line_spark_skips_is_read_in_process_with_exact_line_numbers(spark, tmp_path, monkeypatch):
+    """Spark's line reader skips a line past its limit; the driver sees the bytes it left out and reads the file."""
+    from flink_runbooks.collect import ingest as ingest_module, local, scan
+
+    for module in (local, scan, ingest_module):
+        monkeypatch.setattr(module, "MAX_LINE_BYTES", 3000)
+    monkeypatch.setattr(scan, "SPARK_LINE_BYTES", 2000)
+    inc = good_incident(tmp_path)
+    long_file = _file_with_a_long_line(inc, 100_000)
+    assert _long_line_read(ingest_module.ingest([str(inc)], spark, split_bytes=1 << 20), long_file)
 
 
 # --------------------------------------------------------------------------------------------------- slow tier
@@ -261,7 +383,7 @@ def test_a_gzip_bomb_is_named_and_skipped(tmp_path):
         block = b"\0" * (1 << 20)
         for _ in range(1024):  # 1 GiB of zeros, about 1 MB on disk
             fh.write(block)
-    code, out, err = run(["diagnose", str(inc), "--format", "json"], tmp_path, 60)
+    code, out, err = run(["diagnose", str(inc), "--format", "json"], tmp_path)
     doc = json.loads(out)
     assert code == 1 and doc["findings"][0]["runbook"] == PRIMARY
     # stopped at whichever limit comes first: the ratio of a bomb or its endless line of zeros
@@ -276,7 +398,7 @@ def test_50_mb_lines_through_spark(tmp_path):
     with open(huge, "w") as fh:
         fh.write(TM_HEADER + "y" * (50 << 20) + "\n")
         fh.write(TM_HEADER + "after the long line\njava.lang.IllegalStateException: still read\n")
-    code, out, err = run(["diagnose", str(inc), "--format", "json"], tmp_path, 180)
+    code, out, err = run(["diagnose", str(inc), "--format", "json"], tmp_path)
     doc = json.loads(out)
     assert code == 1 and doc["findings"][0]["runbook"] == PRIMARY
     assert next(f for f in doc["inputs"]["files"] if f["path"] == str(huge))["lines"] == 3
@@ -295,9 +417,9 @@ def _many_small_files(root: pathlib.Path, count: int = 3000) -> pathlib.Path:
 
 
 @pytest.mark.slow
-def test_3000_small_files_within_30_seconds(tmp_path):
+def test_3000_small_files_in_process(tmp_path):
     folder = _many_small_files(tmp_path)
-    code, out, err = run(["diagnose", str(folder), "--format", "json"], tmp_path, limit_s=30)
+    code, out, err = run(["diagnose", str(folder), "--format", "json"], tmp_path)
     doc = json.loads(out)
     assert code == 1 and doc["findings"][0]["runbook"] == PRIMARY
     assert sum(1 for f in doc["inputs"]["files"] if f["kind"] == "log") >= 3000
@@ -305,10 +427,9 @@ def test_3000_small_files_within_30_seconds(tmp_path):
 
 @pytest.mark.slow
 def test_3000_small_files_through_spark(tmp_path):
-    """Through Spark (a named master, or more than the in-process limit): 441 s before files shared partitions,
-    28 s measured after, JVM start included; the limit leaves room for a busy machine."""
+    """Through Spark (a named master, or more than the in-process limit): every file read, many to a task."""
     folder = _many_small_files(tmp_path)
-    code, out, err = run(["diagnose", str(folder), "--master", "local[2]", "--format", "json"], tmp_path, limit_s=60)
+    code, out, err = run(["diagnose", str(folder), "--master", "local[2]", "--format", "json"], tmp_path)
     doc = json.loads(out)
     assert code == 1 and doc["findings"][0]["runbook"] == PRIMARY
     assert sum(f["lines"] for f in doc["inputs"]["files"] if ".log." in f["path"]) == 3000 * 38
@@ -317,5 +438,39 @@ def test_3000_small_files_through_spark(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("uri", ["hdfs://127.0.0.1:1/logs", "s3a://missing-bucket/logs"])
 def test_unreachable_remote_inputs_are_exit_2_and_one_line(tmp_path, uri):
-    code, out, err = run(["diagnose", uri], tmp_path, limit_s=45)
+    code, out, err = run(["diagnose", uri], tmp_path)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1 and uri in err, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["in process", "through Spark"])
+def test_a_200_mb_line_is_cut_with_a_warning(tmp_path, mode):
+    inc = good_incident(tmp_path)
+    huge = _file_with_a_long_line(inc, 200 << 20)
+    code, out, err = run(["diagnose", str(inc), "--format", "json"] + _mode_args(mode), tmp_path, env=_mode_env(mode))
+    doc = json.loads(out)
+    assert code == 1 and doc["findings"][0]["runbook"] == PRIMARY, err
+    assert next(f for f in doc["inputs"]["files"] if f["path"] == str(huge))["lines"] == 4
+    assert any(str(huge) in w and "line 2 is longer than 64 MiB" in w for w in doc["warnings"]), doc["warnings"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["in process", "through Spark"])
+def test_2_gib_of_nul_bytes_is_skipped_with_a_warning(tmp_path, mode):
+    inc = good_incident(tmp_path)
+    zeros = inc / "log" / "zeros.log"
+    with open(zeros, "wb") as fh:
+        fh.truncate(2 << 30)  # sparse: 2 GiB of NUL bytes without using the disk
+    code, out, err = run(["diagnose", str(inc), "--format", "json"] + _mode_args(mode), tmp_path, env=_mode_env(mode))
+    doc = json.loads(out)
+    assert code == 1 and doc["findings"][0]["runbook"] == PRIMARY, err
+    assert any(str(zeros) in w and "looks binary" in w and "skipped" in w for w in doc["warnings"]), doc["warnings"]
+
+
+def _mode_args(mode: str) -> list[str]:
+    return ["--master", "local[2]"] if mode == "through Spark" else []
+
+
+def _mode_env(mode: str) -> dict:
+    # in process whatever the size: the in-process reader must bound its memory on its own
+    return {"FLINK_RUNBOOKS_LOCAL_LIMIT_BYTES": str(8 << 30)} if mode == "in process" else {}

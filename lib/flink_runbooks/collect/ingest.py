@@ -21,10 +21,12 @@ import json
 import re
 from typing import Callable, Iterator, Sequence
 
-from flink_runbooks.parse.config import ConfigError, ConfigSource, EffectiveConfig, detect_conf_format, parse_flat_conf, parse_yaml_conf
+from flink_runbooks.parse.config import (MAX_EFFECTIVE_KEYS, ConfigError, ConfigSource, EffectiveConfig,
+                                         detect_conf_format, limit_config_keys, parse_flat_conf, parse_yaml_conf)
 from flink_runbooks.model import ChainLink, Event, Incident, InputFile
-from flink_runbooks.parse.redact import redact_text, redact_value
-from flink_runbooks.collect.listing import InputError, _display, _for_spark, _from_spark, _norm_uri, list_inputs
+from flink_runbooks.parse.redact import redact_lines, redact_text, redact_value
+from flink_runbooks.collect.listing import (MAX_LINE_BYTES, SPARK_LINE_BYTES, InputError, _display, _for_spark,
+                                            _from_spark, _norm_uri, jvm_can_name, list_inputs, local_path, shown_path)
 from flink_runbooks.collect.scan import is_small_file, scan_logs, scan_small_files
 
 _FILE_ROLE = (
@@ -65,7 +67,7 @@ def ingest(
         raise InputError("no input paths given")
     in_process = False
     listed = None
-    if spark is None and all(local.local_path(p) is not None for p in paths):
+    if spark is None and all(local_path(p) is not None for p in paths):
         listed = list_inputs(None, paths)
         in_process = local.fits_locally(listed.logs, listed.configs)
     if not in_process:
@@ -79,23 +81,31 @@ def ingest(
     warnings.extend(listed.warnings)
     if not listed.logs and not listed.configs:
         reason = listed.warnings[0] if listed.warnings else "no log or config files found"
-        raise InputError(f"nothing to read under {', '.join(paths)}: {reason}")
+        raise InputError(f"nothing to read under {', '.join(shown_path(p) for p in paths)}: {reason}")
 
     config = EffectiveConfig()
     inputs: list[InputFile] = []
-    for uri, text in (local.read_configs_locally(listed.configs) if in_process else _read_configs(spark, listed.configs)):
+    # why each input could not be used, for "nothing readable" when none could
+    unusable: list[str] = [w for w in listed.warnings if w.endswith("skipped")]
+    for uri, text, cut in _read_configs(spark if not in_process else None, listed.configs):
         shown = _display(uri)
         inputs.append(InputFile(path=shown, kind="config", lines=text.count("\n") + (1 if text else 0)))
+        if cut:
+            warnings.append(f"config file {shown} is larger than {local.MAX_CONFIG_FILE_BYTES >> 20} MiB; "
+                            f"the rest of it is ignored")
         if not text.strip():
             warnings.append(f"config file {shown} is empty")
+            unusable.append(f"config file {shown} is empty")
             continue
         fmt = detect_conf_format(text, shown)
         parser_warnings: list[str] = []
+        text = limit_config_keys(text, shown, fmt, parser_warnings)
         try:
             entries = (parse_yaml_conf(text, shown, parser_warnings) if fmt == "nested"
                        else parse_flat_conf(text, shown, parser_warnings))
         except ConfigError as exc:
             warnings.append(f"{exc} (file ignored; fix the YAML to use its values)")
+            unusable.append(str(exc))
             continue
         # Lines Flink skips and keys set twice change what Flink loads: worth a word, a few per file.
         warnings.extend(parser_warnings[:5])
@@ -112,6 +122,8 @@ def ingest(
         # An empty .out file is the normal state of a daemon's stdout; any other empty input is worth a word.
         if size == 0 and not re.search(r"\.out(\.\d+)?$", uri):
             warnings.append(f"{_display(uri)} is empty")
+        if size == 0:
+            unusable.append(f"{_display(uri)} is empty")
     # Arrow to the driver: the records are plain data, no Row objects needed.
     total = sum(sizes[uri] for uri in nonempty)
     if progress:
@@ -122,24 +134,17 @@ def ingest(
     elif in_process:
         rows = local.scan_locally(nonempty, detectors)
     else:
-        from flink_runbooks.collect.progress import watch_spark_scan
-
-        small = [uri for uri in nonempty if is_small_file(uri, sizes[uri])] if split_bytes is None else []
-        chosen = frozenset(small)
-        large = [uri for uri in nonempty if uri not in chosen]
-        with watch_spark_scan(spark, total, progress):
-            rows = scan_logs(spark, large, detectors, split_bytes).toArrow().to_pylist() if large else []
-            if small:
-                rows += scan_small_files(spark, small, detectors)
-        for r in rows:
-            r["file"] = _from_spark(r["file"])
+        rows = _scan_with_spark(spark, nonempty, sizes, total, detectors, split_bytes, progress, warnings,
+                                listed.long_lines)
     if progress:
         progress(f"building the incident from {sum(1 for r in rows if r['kind'] == 'record'):,} records")
 
     stats = [r for r in rows if r["kind"] == "stats"]
     records = [r for r in rows if r["kind"] == "record"]
     files = _file_stats(stats)
-    binary_files = {f for f, s in files.items() if s["binary_lines"] > max(2, 0.05 * s["lines"])}
+    # a few binary lines are noise in a log (a crash's NUL padding); a file of nothing else is not a log
+    binary_files = {f for f, s in files.items()
+                    if s["binary_lines"] > max(2, 0.05 * s["lines"]) or 0 < s["binary_lines"] == s["lines"]}
     events: list[Event] = []
     for r in records:
         if r["file"] in binary_files:
@@ -156,11 +161,18 @@ def ingest(
             # Spark saw no line at all: only possible for a file that is empty after decompression.
             inputs.append(InputFile(path=shown, kind="log", lines=0, bytes=sizes[uri]))
             warnings.append(f"{shown} has no lines")
+            unusable.append(f"{shown} has no lines")
             continue
         role, host, tm_id = roles.get(f, ("unknown", None, None))
         layout = s["layouts"].most_common(1)[0][0] if s["layouts"] else None
+        if s["long_lines"]:
+            lines = (f"line {s['first_long_line'] + 1} is" if s["long_lines"] == 1 else
+                     f"{s['long_lines']} lines (the first at line {s['first_long_line'] + 1}) are")
+            warnings.append(f"{shown}: {lines} longer than {MAX_LINE_BYTES >> 20} MiB; only the start was read "
+                            f"(no log record is that long)")
         if f in binary_files:
             warnings.append(f"{shown} looks binary ({s['binary_lines']} of {s['lines']} lines are not text); skipped")
+            unusable.append(f"{shown} looks binary")
             layout = "binary"
         elif s["headers"] == 0 and s["exception_lines"] == 0:
             warnings.append(f"{shown}: unknown log layout, no line looks like a Flink log record or a stack trace; "
@@ -179,6 +191,15 @@ def ingest(
     events = _order(events)
 
     _config_from_logs(events, config)
+    if config.ignored_keys:
+        warnings.append(f"more than {MAX_EFFECTIVE_KEYS:,} distinct configuration keys; "
+                        f"{config.ignored_keys:,} more were ignored")
+    readable = any(f.kind == "log" and f.lines and f.layout != "binary" for f in inputs)
+    if not events and not len(config) and not readable:
+        # Every input was unusable: that is bad input (exit 2), not an incident without findings.
+        reasons = list(dict.fromkeys(unusable)) or ["no log or config lines"]
+        more = f"; and {len(reasons) - 10} more" if len(reasons) > 10 else ""
+        raise InputError("nothing readable: " + "; ".join(reasons[:10]) + more)
     version, version_source = detect_version(events, files)
     if flink_version:
         printed = version_source is not None and not version_source.startswith("fingerprint")
@@ -193,21 +214,75 @@ def ingest(
                     inputs=inputs, warnings=warnings)
 
 
-def _read_configs(spark, uris: Sequence[str]) -> Iterator[tuple[str, str]]:
-    if not uris:
+def _read_configs(spark, uris: Sequence[str]) -> Iterator[tuple[str, str, bool]]:
+    """``(uri, text, cut)`` per config file: local ones read here (a few kilobytes, whatever their names),
+    others through Spark; at most MAX_CONFIG_FILE_BYTES of each."""
+    from flink_runbooks.collect import local
+
+    yield from local.read_configs_locally([u for u in uris if local_path(u) is not None])
+    remote = [u for u in uris if local_path(u) is None]
+    if not remote:
         return
     from pyspark.sql import functions as F
 
-    df = spark.read.text([_for_spark(u) for u in uris], wholetext=True).select(
-        "value", F.col("_metadata.file_path").alias("f"))
+    limit = local.MAX_CONFIG_FILE_BYTES
+    df = spark.read.text([_for_spark(u) for u in remote], wholetext=True).select(
+        F.substring("value", 1, limit).alias("value"), (F.length("value") > limit).alias("cut"),
+        F.col("_metadata.file_path").alias("f"))
     seen = set()
     for row in df.collect():
         name = _from_spark(row["f"])
         seen.add(name)
-        yield name, row["value"]
-    for uri in uris:
+        yield name, row["value"], row["cut"]
+    for uri in remote:
         if _norm_uri(uri) not in seen:
-            yield uri, ""
+            yield uri, "", False
+
+
+# Hadoop's compression codecs, chosen by extension: the bytes on disk are not the bytes of the lines.
+_COMPRESSED = re.compile(r"(?i)\.(gz|bz2|zst|lz4|snappy|deflate|xz|zip)$")
+
+
+def _scan_with_spark(spark, uris: list[str], sizes: dict[str, int], total: int, detectors, split_bytes, progress,
+                     warnings: list[str], long_lines: set[str] = frozenset()) -> list[dict]:
+    """Rows of the scan through Spark. Files Spark cannot read line by line are read in this process with the same
+    partition code: a name that is not UTF-8 (Java cannot spell it), a gzipped file with a line longer than
+    SPARK_LINE_BYTES (found while listing) and a plain file whose reader left bytes out (such a line, which
+    Hadoop's reader skips)."""
+    from flink_runbooks.collect import local
+    from flink_runbooks.collect.progress import watch_spark_scan
+
+    here = [uri for uri in uris if not jvm_can_name(uri) or uri in long_lines]
+    spark_uris = [uri for uri in uris if jvm_can_name(uri) and uri not in long_lines]
+    small = [uri for uri in spark_uris if is_small_file(uri, sizes[uri])] if split_bytes is None else []
+    chosen = frozenset(small)
+    large = [uri for uri in spark_uris if uri not in chosen]
+    with watch_spark_scan(spark, total, progress):
+        rows = scan_logs(spark, large, detectors, split_bytes).toArrow().to_pylist() if large else []
+        if small:
+            rows += scan_small_files(spark, small, detectors)
+    read: collections.Counter = collections.Counter()
+    cut: set[str] = set()
+    for r in rows:
+        r["file"] = _from_spark(r["file"])
+        if r["kind"] == "stats":
+            read[r["file"]] += r["bytes"]
+            if r["long_lines"]:
+                cut.add(r["file"])
+    for uri in large:
+        f = _norm_uri(uri)
+        # A byte-order mark is not part of the first line; a file still being written may have grown.
+        if _COMPRESSED.search(uri) or (f not in cut and sizes[uri] - read[f] <= 3):
+            continue
+        if local_path(uri) is not None:
+            here.append(uri)
+        else:
+            warnings.append(f"{_display(uri)}: {sizes[uri] - read[f]:,} bytes are in lines longer than "
+                            f"{SPARK_LINE_BYTES >> 20} MiB, which were skipped; line numbers after them are too low")
+    if here:
+        redo = {_norm_uri(uri) for uri in here}
+        rows = [r for r in rows if r["file"] not in redo] + local.scan_locally(here, detectors)
+    return rows
 
 
 def _file_stats(stats_rows) -> dict[str, dict]:
@@ -217,8 +292,10 @@ def _file_stats(stats_rows) -> dict[str, dict]:
                                          "invalid_lines": 0,
                                          "layouts": collections.Counter(), "dist": collections.Counter(),
                                          "blocks": {}})
-        for k in ("lines", "headers", "exception_lines", "binary_lines", "invalid_lines"):
-            f[k] += r.get(k) or 0
+        for k in ("lines", "headers", "exception_lines", "binary_lines", "invalid_lines", "long_lines"):
+            f[k] = f.get(k, 0) + (r.get(k) or 0)
+        if r.get("first_long_line") is not None:
+            f.setdefault("long_at", []).append((r["block"], r["first_long_line"]))
         f["layouts"].update(json.loads(r["layouts"] or "{}"))
         f["dist"].update(json.loads(r["dist_versions"] or "{}"))
         f["blocks"][r["block"]] = f["blocks"].get(r["block"], 0) + r["lines"]
@@ -228,6 +305,8 @@ def _file_stats(stats_rows) -> dict[str, dict]:
             offsets[block] = offset
             offset += f["blocks"][block]
         f["block_offsets"] = offsets
+        long_at = sorted(f.get("long_at", []))
+        f["first_long_line"] = offsets[long_at[0][0]] + long_at[0][1] if long_at else None
     return files
 
 
@@ -242,7 +321,7 @@ def _to_event(r, offset: int) -> Event:
         message=redact_text(r["message"] or ""),
         chain=[ChainLink(c["cls"], redact_text(c["message"] or ""), c["kind"]) for c in (r["chain"] or [])],
         frames=[redact_text(f) for f in (r["frames"] or [])],
-        body=[redact_text(b) for b in (r["body"] or [])],
+        body=redact_lines(r["body"] or []),
         truncated=bool(r["truncated"]),
     )
 

@@ -14,6 +14,13 @@ LOG_NAME = re.compile(r"(?i)(\.(log|out|err|txt|json|jsonl|ndjson)(\.\d+)?|\.log
 CONFIG_NAMES = ("flink-conf.yaml", "flink-conf.yml", "config.yaml", "config.yml")
 # An example incident's own description of what it should diagnose: reading it as a log would be cheating.
 METADATA_NAMES = ("expected.json",)
+# No log line is this long: a longer one (a file of NUL bytes, a dump without line breaks) is cut to its start on
+# every ingestion path, so a single line can never exhaust memory.
+MAX_LINE_BYTES = 64 << 20
+# Spark's line reader is told to skip lines longer than this (the JVM's heap holds a few such rows per task, not
+# rows of hundreds of megabytes); a local file that has one is read in process instead, where it is read whole up to
+# MAX_LINE_BYTES.
+SPARK_LINE_BYTES = 8 << 20
 
 
 class InputError(Exception):
@@ -26,32 +33,65 @@ class ListedInputs:
     configs: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # one per file that cannot be read, named
+    long_lines: set[str] = field(default_factory=set)  # gzipped logs with a line longer than SPARK_LINE_BYTES
 
 
 
 # ------------------------------------------------------------------------------------------------ listing
 
-def _to_uri(path: str) -> str:
-    if re.match(r"^[a-zA-Z][\w+.-]*://", path) or path.startswith("file:"):
-        return path
-    return "file://" + os.path.abspath(os.path.expanduser(path))
+# Control characters (a line break in a file name) and bytes that are not UTF-8 (decoded by Python as lone
+# surrogates) would break a one-line warning, a terminal or a JSON encoder.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\udc80-\udcff]")
+
+
+def shown_path(path: str) -> str:
+    """A file name as it is shown in warnings, evidence and reports: control characters and undecodable bytes
+    escaped the way Python writes them (``\\n``, ``\\x1b``, ``\\xff``), everything else as it is."""
+    def escape(m: re.Match) -> str:
+        c = m.group(0)
+        if "\udc80" <= c <= "\udcff":
+            return f"\\x{ord(c) - 0xDC00:02x}"
+        return repr(c)[1:-1]
+
+    return _UNPRINTABLE.sub(escape, path)
 
 
 def _display(uri: str) -> str:
-    """Paths as the user knows them: local files without the ``file:`` scheme, credentials in a URL masked."""
+    """Paths as the user knows them: local files without the ``file:`` scheme, credentials in a URL masked,
+    unprintable characters escaped (:func:`shown_path`)."""
     if uri.startswith("file://"):
-        return uri[len("file://"):]
+        return shown_path(uri[len("file://"):])
     if uri.startswith("file:"):
-        return uri[len("file:"):]
-    return redact_text(uri) or uri
+        return shown_path(uri[len("file:"):])
+    return shown_path(redact_text(uri) or uri)
+
+
+# A URI names its scheme and a path (``hdfs://nn/logs``, ``s3a://bucket/x``, ``hdfs:/logs``); ``file:`` URIs are
+# local paths. Anything else is a local path whatever characters it holds (``?``, ``#``, ``%``, ``:``).
+_URI = re.compile(r"^[a-zA-Z][\w+.-]+:/")
 
 
 def _is_remote(raw: str) -> bool:
-    return bool(re.match(r"^[a-zA-Z][\w+.-]*:", raw)) and not raw.startswith("file:")
+    """Whether ``raw`` is read through Hadoop's file systems: a URI with a scheme other than ``file:`` that does not
+    name an existing local path."""
+    return not raw.startswith("file:") and bool(_URI.match(raw)) and not os.path.lexists(raw)
 
 
 def _local(raw: str) -> str:
+    """The local path behind a plain path or a ``file:`` URI, taken literally (no query, fragment or %-escape)."""
     return os.path.expanduser(re.sub(r"^file:(//)?", "", raw))
+
+
+def local_path(uri: str) -> str | None:
+    """The absolute local path behind a listed URI or a plain path; None for another file system."""
+    if _is_remote(uri):
+        return None
+    return os.path.abspath(_local(uri))
+
+
+def jvm_can_name(uri: str) -> bool:
+    """Whether the JVM can open this file: a name with bytes that are not UTF-8 cannot be spelt in Java."""
+    return not re.search("[\udc80-\udcff]", uri)
 
 
 def _local_matches(raw: str) -> list[str]:
@@ -70,7 +110,7 @@ def check_local_paths(paths: Iterable[str]) -> None:
     """Fail fast, before Spark starts, on local paths that do not exist (URIs are checked when listed)."""
     for raw in paths:
         if not _is_remote(raw) and not _local_matches(raw):
-            raise InputError(f"no such file or directory: {raw}")
+            raise InputError(f"no such file or directory: {shown_path(raw)}")
 
 
 def list_inputs(spark, paths: Iterable[str]) -> ListedInputs:
@@ -134,12 +174,12 @@ def _list_local(raw: str, listed: ListedInputs, seen: set[str] | None = None) ->
     seen = set() if seen is None else seen
     matches = _local_matches(raw)
     if not matches:
-        raise InputError(f"no such file or directory: {raw}")
+        raise InputError(f"no such file or directory: {shown_path(raw)}")
     for m in matches:
         if os.path.isdir(m):
             _walk(m, listed, seen)
         elif os.path.lexists(m) and not os.path.exists(m):
-            listed.warnings.append(f"{m} is a broken link; skipped")
+            listed.warnings.append(f"{shown_path(m)} is a broken link; skipped")
         else:
             _add_local_file(m, listed, seen, explicit=True)
 
@@ -155,7 +195,7 @@ def _walk(top: str, listed: ListedInputs, seen: set[str]) -> None:
         try:
             entries = sorted(os.scandir(current), key=lambda e: e.name, reverse=True)
         except OSError as exc:
-            listed.warnings.append(f"{current} cannot be listed ({exc.strerror or exc}); skipped")
+            listed.warnings.append(f"{shown_path(current)} cannot be listed ({exc.strerror or exc}); skipped")
             continue
         subdirs = []
         for entry in reversed(entries):
@@ -165,10 +205,11 @@ def _walk(top: str, listed: ListedInputs, seen: set[str]) -> None:
             if entry.is_symlink():
                 real = os.path.realpath(path)
                 if not os.path.exists(real):
-                    listed.warnings.append(f"{path} is a broken link; skipped")
+                    listed.warnings.append(f"{shown_path(path)} is a broken link; skipped")
                     continue
                 if real != tree and not real.startswith(tree + os.sep):
-                    listed.warnings.append(f"{path} links to {real}, outside {top}; not followed "
+                    listed.warnings.append(f"{shown_path(path)} links to {shown_path(real)}, outside "
+                                           f"{shown_path(top)}; not followed "
                                            f"(give the target as an input to read it)")
                     continue
             if entry.is_dir():
@@ -192,30 +233,32 @@ def _add_local_file(path: str, listed: ListedInputs, seen: set[str], explicit: b
     try:
         st = os.stat(path)
     except OSError as exc:
-        listed.warnings.append(f"{path} cannot be read ({exc.strerror or exc}); skipped")
+        listed.warnings.append(f"{shown_path(path)} cannot be read ({exc.strerror or exc}); skipped")
         return
     if not _stat.S_ISREG(st.st_mode):
         if explicit or LOG_NAME.search(os.path.basename(path)) or os.path.basename(path).lower() in CONFIG_NAMES:
-            listed.warnings.append(f"{path} is not a regular file (a pipe, socket or device); skipped")
+            listed.warnings.append(f"{shown_path(path)} is not a regular file (a pipe, socket or device); skipped")
         return
     try:
         with open(path, "rb") as fh:
             head = fh.read(2)
     except OSError as exc:
-        listed.warnings.append(f"{path} cannot be read ({exc.strerror or exc}); skipped")
+        listed.warnings.append(f"{shown_path(path)} cannot be read ({exc.strerror or exc}); skipped")
         return
     uri = "file://" + os.path.abspath(path)
     if path.lower().endswith(".gz") and (explicit or LOG_NAME.search(os.path.basename(path))):
-        problem = gzip_problem(path, head)
+        problem, longest = _gzip_check(path, head)
         if problem:
-            listed.warnings.append(f"{path} {problem}; skipped")
+            listed.warnings.append(f"{shown_path(path)} {problem}; skipped")
             return
+        if longest > SPARK_LINE_BYTES:
+            listed.long_lines.add(uri)
     _classify(uri, st.st_size, listed, explicit=explicit)
 
 
 # A gzipped log decompresses to 5-20 times its size; far beyond that it is a decompression bomb, not a log.
 GZIP_MAX_RATIO = 200
-GZIP_MAX_LINE_BYTES = 64 << 20
+GZIP_MAX_LINE_BYTES = MAX_LINE_BYTES
 
 
 def gzip_problem(path: str, head: bytes | None = None) -> str | None:
@@ -223,15 +266,21 @@ def gzip_problem(path: str, head: bytes | None = None) -> str | None:
 
     Reading it through once here costs about a second per 300 MB decompressed and saves the scan from a Java error
     (truncated or corrupt data) or a heap exhausted by a single endless line."""
+    return _gzip_check(path, head)[0]
+
+
+def _gzip_check(path: str, head: bytes | None = None) -> tuple[str | None, int]:
+    """:func:`gzip_problem` and the length of the longest line once decompressed (exact above 8 MiB: one
+    decompressed piece is at most that, so a longer line always spans pieces)."""
     import zlib
 
     if head is None:
         with open(path, "rb") as fh:
             head = fh.read(2)
     if head != b"\x1f\x8b":
-        return "is named .gz but is not gzip-compressed"
+        return "is named .gz but is not gzip-compressed", 0
     size = max(os.path.getsize(path), 1)
-    out_total, line = 0, 0
+    out_total, line, longest = 0, 0, 0
     try:
         with open(path, "rb") as fh:
             d = zlib.decompressobj(zlib.MAX_WBITS | 16)
@@ -244,22 +293,24 @@ def gzip_problem(path: str, head: bytes | None = None) -> str | None:
                     chunk = d.unconsumed_tail
                     out_total += len(data)
                     nl = data.rfind(b"\n")
+                    if nl >= 0:
+                        longest = max(longest, line + data.find(b"\n"))
                     line = line + len(data) if nl < 0 else len(data) - nl - 1
                     if out_total > (64 << 20) and out_total > GZIP_MAX_RATIO * size:
                         return (f"decompresses to more than {GZIP_MAX_RATIO} times its size "
-                                f"(a decompression bomb, not a log)")
+                                f"(a decompression bomb, not a log)"), longest
                     if line > GZIP_MAX_LINE_BYTES:
-                        return f"holds a line longer than {GZIP_MAX_LINE_BYTES >> 20} MiB once decompressed"
+                        return f"holds a line longer than {GZIP_MAX_LINE_BYTES >> 20} MiB once decompressed", line
                     if d.eof and d.unused_data:
                         # concatenated gzip members, as logrotate may leave them
                         chunk, d = d.unused_data + chunk, zlib.decompressobj(zlib.MAX_WBITS | 16)
             if not d.eof:
-                return "is truncated (the gzip stream ends early)"
+                return "is truncated (the gzip stream ends early)", longest
     except zlib.error as exc:
-        return f"is corrupt ({exc})"
+        return f"is corrupt ({exc})", longest
     except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})"
-    return None
+        return f"cannot be read ({exc.strerror or exc})", longest
+    return None, max(longest, line)
 
 
 def _classify(uri: str, size: int, listed: ListedInputs, explicit: bool) -> None:
@@ -283,10 +334,11 @@ def _norm_uri(uri: str) -> str:
 
 
 def _from_spark(uri: str) -> str:
-    """A file name as Spark reports it (a percent-encoded URI: ``a%20b.log``) in the listing's spelling."""
+    """A file name as Spark reports it (a percent-encoded URI: ``a%20b.log``) in the listing's spelling; bytes that
+    are not UTF-8 come back as Python spells them in file names (lone surrogates)."""
     from urllib.parse import unquote
 
-    return _norm_uri(unquote(uri))
+    return _norm_uri(unquote(uri, errors="surrogateescape"))
 
 
 def _for_spark(uri: str) -> str:

@@ -8,7 +8,7 @@ import functools
 import json
 from typing import Sequence
 from flink_runbooks.parse import layouts
-from flink_runbooks.collect.listing import _for_spark
+from flink_runbooks.collect.listing import MAX_LINE_BYTES, SPARK_LINE_BYTES, _for_spark
 
 MAX_LINE_CHARS = 4096  # longer kept lines are cut
 # A line that is a whole JSON record (a JSON logging layout, a JSON-escaped trace pasted from a ticket) holds a
@@ -140,7 +140,7 @@ def _assemble_partition(batches, patterns: dict[str, str]):
     names = _arrow_schema().names
     state = {"file": None, "block": None, "asm": RecordAssembler(), "index": 0, "lines": 0, "headers": 0,
              "exc": 0, "binary": 0, "invalid": 0, "layouts": collections.Counter(), "dist": collections.Counter(),
-             "header_pending": False}
+             "header_pending": False, "bytes": 0, "long": 0, "first_long": None}
     out: list[dict] = []
 
     def emit(rec) -> None:
@@ -162,20 +162,30 @@ def _assemble_partition(batches, patterns: dict[str, str]):
         out.append({"kind": "stats", "file": state["file"], "block": state["block"], "lines": state["lines"],
                     "headers": state["headers"], "exception_lines": state["exc"], "binary_lines": state["binary"],
                     "invalid_lines": state["invalid"],
-                    "layouts": json.dumps(state["layouts"]), "dist_versions": json.dumps(state["dist"])})
+                    "layouts": json.dumps(state["layouts"]), "dist_versions": json.dumps(state["dist"]),
+                    "bytes": state["bytes"], "long_lines": state["long"], "first_long_line": state["first_long"]})
         state.update(asm=RecordAssembler(), index=0, lines=0, headers=0, exc=0, binary=0, invalid=0,
-                     layouts=collections.Counter(), dist=collections.Counter(), header_pending=False)
+                     layouts=collections.Counter(), dist=collections.Counter(), header_pending=False, bytes=0,
+                     long=0, first_long=None)
 
     def flush_out():
         rows = {n: [r.get(n) for r in out] for n in names}
         out.clear()
         return pa.RecordBatch.from_pydict(rows, schema=_arrow_schema())
 
-    def feed(texts, header, keep, binary, dist, invalid=None) -> None:
+    def feed(texts, header, keep, binary, dist, sizes, invalid=None) -> None:
         """Lines of one block (a slice of a batch) into the assembler."""
         base = state["index"]
         state["lines"] += len(texts)
         state["binary"] += int(binary.sum())
+        # Bytes read as lines (line breaks included) tell the driver whether the reader left any out; lines longer
+        # than MAX_LINE_BYTES arrive cut (read here) or not at all (Spark's reader).
+        state["bytes"] += int(sizes.sum()) + len(texts)
+        long = np.flatnonzero(sizes > MAX_LINE_BYTES)
+        if len(long):
+            state["long"] += len(long)
+            if state["first_long"] is None:
+                state["first_long"] = base + int(long[0])
         state["invalid"] += int(invalid.sum()) if invalid is not None else 0
         for version in dist.drop_null().to_pylist():
             if version:
@@ -212,6 +222,7 @@ def _assemble_partition(batches, patterns: dict[str, str]):
         # lines that were not valid UTF-8 (read with replacement characters) but are text
         invalid = batch.column("bad").to_numpy(zero_copy_only=False) if "bad" in batch.schema.names else None
         blocks, dist = batch.column("block"), batch.column("dist")
+        sizes = batch.column("size").to_numpy(zero_copy_only=False)
         for lo, hi in zip(bounds, bounds[1:]):
             if lo == hi:
                 continue
@@ -219,7 +230,7 @@ def _assemble_partition(batches, patterns: dict[str, str]):
                 close_block()
                 state["file"], state["block"] = files[lo].as_py(), blocks[lo].as_py()
             feed(texts.slice(lo, hi - lo), header[lo:hi], keep[lo:hi], binary[lo:hi], dist.slice(lo, hi - lo),
-                 invalid[lo:hi] if invalid is not None else None)
+                 sizes[lo:hi], invalid[lo:hi] if invalid is not None else None)
         if len(out) >= 5000:
             yield flush_out()
     close_block()
@@ -240,7 +251,8 @@ def _arrow_schema():
         ("frames", pa.list_(pa.string())), ("body", pa.list_(pa.string())), ("truncated", pa.bool_()),
         ("lines", pa.int64()), ("headers", pa.int64()), ("exception_lines", pa.int64()),
         ("binary_lines", pa.int64()), ("invalid_lines", pa.int64()), ("layouts", pa.string()),
-        ("dist_versions", pa.string()),
+        ("dist_versions", pa.string()), ("bytes", pa.int64()), ("long_lines", pa.int64()),
+        ("first_long_line", pa.int64()),
     ])
 
 
@@ -260,7 +272,12 @@ def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None,
         spark.conf.set(key, str(split_bytes or SPLIT_BYTES))
     patterns = line_patterns(detectors)
     value = F.col("value")
-    df = spark.read.option("lineSep", "\n").text([_for_spark(u) for u in log_uris])
+    # Hadoop's line reader skips a line longer than this instead of growing one buffer to hold it (a file of NUL
+    # bytes would exhaust the heap); the driver sees the bytes that were not read as lines and reads that file in
+    # process (:mod:`.local`). The length counts the line break, hence the two bytes.
+    df = (spark.read.option("lineSep", "\n")
+          .option("mapreduce.input.linerecordreader.line.maxlength", str(SPARK_LINE_BYTES + 2))
+          .text([_for_spark(u) for u in log_uris]))
     first_of_partition = (F.monotonically_increasing_id() % F.lit(1 << 33)) == 0
     invalid = ~F.is_valid_utf8(value)
     # Python decodes strictly: invalid bytes become U+FFFD before they leave the JVM. Lines beyond a few kilobytes
@@ -277,6 +294,7 @@ def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None,
         F.when(first_of_partition, F.col("_metadata.file_path")).alias("file"),
         F.when(first_of_partition, F.col("_metadata.file_block_start")).alias("block"),
         F.when(value.contains("flink-dist"), F.make_valid_utf8(F.regexp_extract(value, _DIST_JAR_JAVA, 1))).alias("dist"),
+        F.octet_length(value).cast("long").alias("size"),
     )
     return projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns), _spark_schema())
 
@@ -319,6 +337,8 @@ def scan_small_files(spark, log_uris: Sequence[str], detectors: Sequence | None 
             F.when(start, F.col("path")).alias("file"),
             F.when(start, F.lit(0).cast("long")).alias("block"),
             F.when(value.contains("flink-dist"), F.regexp_extract(value, _DIST_JAR_JAVA, 1)).alias("dist"),
+            # decoded already (see above), so only close to the file's bytes; small files are never checked by it
+            F.octet_length(value).cast("long").alias("size"),
         )
         return projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns),
                                     _spark_schema()).toArrow().to_pylist()

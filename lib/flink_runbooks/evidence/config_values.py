@@ -191,7 +191,10 @@ def closest_key(key: str, declared: set[str]) -> str | None:
     if key in OPTION_KEYS or keys.concept_of(key) or keys.removed_in(key):
         return None  # a real key of some release: not a typo (removed or renamed keys are judged as such)
     prefix = key.split(".", 1)[0]
-    candidates = [k for k in declared if k.split(".", 1)[0] == prefix] or list(declared)
+    # A typo in the first segment is compared with keys of about its length only: a configuration of thousands of
+    # unknown keys must not cost a comparison with every option each.
+    candidates = [k for k in declared if k.split(".", 1)[0] == prefix] or [
+        k for k in declared if abs(len(k) - len(key)) <= max(2, len(key) // 5)]
     best = difflib.get_close_matches(key, candidates, n=1, cutoff=TYPO_RATIO)
     if not best or best[0] == key or best[0].lower() == key.lower() and best[0] in declared and key in declared:
         return None

@@ -27,7 +27,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from flink_runbooks.parse import keys
-from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_text, redact_value
+from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_lines, redact_text, redact_value
 from flink_runbooks.parse.units import parse_duration_ms, parse_memory_size
 
 SOURCE_RANKS = {"file": 0, "log": 1, "dynamic": 2, "override": 3}
@@ -35,6 +35,47 @@ SOURCE_RANKS = {"file": 0, "log": 1, "dynamic": 2, "override": 3}
 
 class ConfigError(ValueError):
     """A configuration file Flink itself would refuse to load."""
+
+
+# A Flink configuration holds a few hundred keys at most (Flink itself has about a thousand options). Past this many
+# the rest of a file is ignored with a warning, so parsing, masking and judging a file stay bounded in time.
+MAX_CONFIG_KEYS = 10_000
+# Keys of the effective configuration from every source together (file, logged, -D); a log that prints endless
+# "Loading configuration property" lines adds no more.
+MAX_EFFECTIVE_KEYS = 2 * MAX_CONFIG_KEYS
+
+
+def _flat_key_line(line: str) -> bool:
+    """Whether Flink's legacy line parser reads a key from this line (see :func:`parse_flat_conf`)."""
+    kv = line.split("#", 1)[0].strip().split(": ", 1)
+    return len(kv) == 2 and bool(kv[0].strip()) and bool(kv[1].strip())
+
+
+def _yaml_key_lines(text: str) -> Iterator[int]:
+    """0-based line of every mapping key of a YAML text, from libyaml's scanner (C, linear); nothing when the
+    scanner refuses the text (the composer then says why)."""
+    try:
+        loader = getattr(pyyaml, "CSafeLoader", pyyaml.SafeLoader)
+        for token in pyyaml.scan(text, Loader=loader):
+            if isinstance(token, pyyaml.KeyToken):
+                yield token.start_mark.line
+    except pyyaml.YAMLError:
+        return
+
+
+def limit_config_keys(text: str, path: str, fmt: str, warnings: list[str] | None = None) -> str:
+    """``text`` cut before the line of its key number ``MAX_CONFIG_KEYS + 1`` (whole lines kept), with a warning
+    naming that line; unchanged when it has fewer keys."""
+    if fmt == "flat":
+        key_lines = (n for n, line in enumerate(text.split("\n")) if _flat_key_line(line))
+    else:
+        key_lines = _yaml_key_lines(text)
+    for count, line in enumerate(key_lines, 1):
+        if count > MAX_CONFIG_KEYS:
+            _warn(warnings, f"{path}:{line + 1}: more than {MAX_CONFIG_KEYS:,} configuration keys; the rest of the "
+                            f"file is ignored")
+            return "\n".join(text.split("\n")[:line]) + "\n"
+    return text
 
 
 @dataclass(frozen=True)
@@ -110,6 +151,7 @@ def parse_flat_conf(text: str, path: str, warnings: list[str] | None = None) -> 
     """
     entries: list[tuple[str, str, int]] = []
     seen: dict[str, int] = {}
+    text = limit_config_keys(text, path, "flat", warnings)
     for lineno, line in enumerate(text.splitlines(), 1):
         conf = line.split("#", 1)[0].strip()
         if not conf:
@@ -263,8 +305,13 @@ def _check_yaml_limits(text: str, path: str) -> None:
     if "*" not in text:
         return
     aliases = 0
-    for token in YAML(typ="rt").scan(text):
-        if isinstance(token, AliasToken):
+    try:  # libyaml's scanner (C) where it reads the text, ruamel's otherwise
+        tokens, alias_token = pyyaml.scan(text, Loader=getattr(pyyaml, "CSafeLoader", pyyaml.SafeLoader)), pyyaml.AliasToken
+        tokens = list(tokens)
+    except pyyaml.YAMLError:
+        tokens, alias_token = YAML(typ="rt").scan(text), AliasToken
+    for token in tokens:
+        if isinstance(token, alias_token):
             aliases += 1
             if aliases > MAX_YAML_ALIASES:
                 raise ConfigError(f"broken YAML in {path} line {token.start_mark.line + 1}: more than "
@@ -312,6 +359,17 @@ def yaml_layout(text: str, path: str) -> YamlLayout:
         raise ConfigError(f"broken YAML in {path} line {doc.start_mark.line + 1}: "
                           "the document must be a mapping of configuration keys")
     text_lines = text.splitlines() or [""]
+    # where each line starts, computed once: looking it up per entry would make a large file quadratic
+    kept_ends = text.splitlines(keepends=True)
+    starts = [0]
+    for chunk in kept_ends:
+        starts.append(starts[-1] + len(chunk))
+
+    def end_of_line(line: int) -> int:  # as :func:`line_end`
+        if line >= len(kept_ends):
+            return len(text)
+        return starts[line] + len(kept_ends[line].rstrip("\r\n"))
+
     entries: list[YamlEntry] = []
     maps: list[YamlMap] = []
 
@@ -341,7 +399,7 @@ def yaml_layout(text: str, path: str) -> YamlLayout:
             )
             if inline and value_node.end_mark.line != value_node.start_mark.line:
                 # block scalars and block lists end at the start of the next line: stop at the last content line
-                entry.value_end = line_end(text, entry.last_line)
+                entry.value_end = end_of_line(entry.last_line)
             ymap.entries.append(entry)
             entries.append(entry)
             if isinstance(value_node, MappingNode):
@@ -378,7 +436,7 @@ def parse_yaml_conf(text: str, path: str, warnings: list[str] | None = None) -> 
     """
     result: list[tuple[str, str, int]] = []
     seen: dict[str, int] = {}
-    for entry in yaml_layout(text, path).leaves():
+    for entry in yaml_layout(limit_config_keys(text, path, "nested", warnings), path).leaves():
         if entry.value is None:
             _warn(warnings, f"{path}:{entry.line}: {entry.key} has no value, skipped")
             continue
@@ -436,6 +494,8 @@ class EffectiveConfig:
         self.file_format: str | None = None  # "flat" | "nested" | None
         self.file_text: str | None = None
         self.warnings: list[str] = []
+        self.ignored_keys = 0  # distinct keys past MAX_EFFECTIVE_KEYS, not stored
+
 
     # -- building
 
@@ -444,6 +504,9 @@ class EffectiveConfig:
 
         Secrets are decided here, where every value enters: the value of a sensitive key is masked whole, any other
         value is scrubbed of credential-shaped parts."""
+        if key not in self._history and len(self._history) >= MAX_EFFECTIVE_KEYS:
+            self.ignored_keys += 1
+            return
         cv = ConfigValue(key, redact_value(key, str(value)), source)
         self._seq += 1
         self._history.setdefault(key, []).append((self._seq, cv))
@@ -543,11 +606,11 @@ def redact_config_text(text: str, path: str, fmt: str) -> str:
                 if at >= 0:
                     comment = line.find("#", at)
                     lines[lineno - 1] = line[:at + 2] + REDACTED + (" " + line[comment:] if comment >= 0 else "")
-        return "\n".join(redact_text(line) or line for line in lines)
+        return "\n".join(redact_lines(lines))
     try:
         entries = yaml_layout(text, path).leaves()
     except ConfigError:
-        return "\n".join(redact_text(line) or line for line in text.split("\n"))
+        return "\n".join(redact_lines(text.split("\n")))
     def splice(whole: bool) -> str:
         out = text
         for e in sorted(entries, key=lambda e: e.value_start or 0, reverse=True):
@@ -568,7 +631,7 @@ def redact_config_text(text: str, path: str, fmt: str) -> str:
     except ConfigError:
         masked = splice(True)
     # Comments and anything the layout does not cover (a secret in a comment, a key inside a list).
-    scrubbed = "\n".join(redact_text(line) or line for line in masked.split("\n"))
+    scrubbed = "\n".join(redact_lines(masked.split("\n")))
     if scrubbed != masked:
         try:
             yaml_layout(scrubbed, path)
