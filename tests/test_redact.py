@@ -233,6 +233,19 @@ LOG = "2026-11-22 02:53:49,000 WARN  org.apache.flink.runtime.rest.RestClient []
     ('    user_super="Pl4ntSuper"', ["Pl4ntSuper"], f'    user_super="{REDACTED}"'),
     ("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Pl4ntAzure==;EndpointSuffix=core.windows.net",
      ["Pl4ntAzure"], ";EndpointSuffix=core.windows.net"),
+    # a cloud secret key holds '/', a password may hold '@': the user-info runs to the address's last '@'
+    ("s3a://AKIAIOSFODNN7EXAMPLE:wJalrXUtnFEMI/K7MDENG/bPl4ntUrlKEY@bucket/p", ["bPl4ntUrlKEY", "wJalrXUtnFEMI"],
+     f"s3a://{REDACTED}@bucket/p"),
+    ("s3://app:p@Pl4ntAt@bucket/ck", ["Pl4ntAt"], f"s3://{REDACTED}@bucket/ck"),
+    # JSON inside a JSON string (a logged request body)
+    (LOG + 'body: {\\"user\\":\\"app\\",\\"password\\":\\"Pl4ntEscJson\\"} rejected', ["Pl4ntEscJson"],
+     f'\\"password\\":\\"{REDACTED}\\"}} rejected'),
+    ("password=abc,Pl4ntComma&next=1", ["Pl4ntComma"], "&next=1"),
+    # Flink logs "key, value": the value is the rest of the line, spaces and commas included
+    ("Loading configuration property: s3.secret-key, correct horse, Pl4ntSpaced", ["Pl4ntSpaced", "horse"],
+     f"s3.secret-key, {REDACTED}"),
+    ("ssl.key.passphrase=Pl4ntPhrase credential=Pl4ntCred private_key: Pl4ntPk privateKey=Pl4ntPk2",
+     ["Pl4ntPhrase", "Pl4ntCred", "Pl4ntPk"], "privateKey="),
 ])
 def test_credential_forms_in_context(text, secrets_in_text, kept):
     out = redact_text(text)

@@ -332,3 +332,19 @@ def test_a_full_disk_is_one_line_exit_2_and_report_json_says_the_run_failed(smal
     doc = json.loads((out / "report.json").read_text())
     assert doc["status"] == "failed" and "No space left on device" in doc["error"]
     assert doc["stage"] in ("save incident", "runbooks", "patches", "report")
+
+
+@pytest.mark.parametrize("stage", ["ingest", "diagnose"])
+def test_a_ctrl_c_before_the_runbooks_start_leaves_report_json_saying_interrupted(monkeypatch, tmp_path, stage):
+    from flink_runbooks.apps import triage as triage_module
+    from flink_runbooks.collect import ingest as ingest_module
+
+    def ctrl_c(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(ingest_module if stage == "ingest" else triage_module,
+                        "ingest" if stage == "ingest" else "run_detectors", ctrl_c)
+    out = tmp_path / "out"
+    with pytest.raises(KeyboardInterrupt):
+        triage([str(example(SLUG, "healthy"))], out)
+    assert json.loads((out / "report.json").read_text()) == {"status": "interrupted", "stage": stage, "out": str(out)}

@@ -134,16 +134,21 @@ def triage(
         if created and out_dir.is_dir() and not any(out_dir.iterdir()):
             out_dir.rmdir()
         raise
-    diagnosis = run_detectors(incident)
-    report = TriageReport(out_dir, diagnosis)
+    report: TriageReport | None = None
     try:
+        report = TriageReport(out_dir, run_detectors(incident), stage="diagnose")
         _run_stages(report, incident, save_incident, runbooks=runbooks, runbooks_dir=runbooks_dir, jobs=jobs,
                     timeout_s=timeout_s, say=say, started=started, cancel=cancel or threading.Event())
     except (KeyboardInterrupt, TriageInterrupted):
-        report.status = "interrupted"
-        _write_unfinished(out_dir, report.to_dict())
+        if report is None:  # stopped while the detectors ran: nothing to list yet
+            _write_unfinished(out_dir, {"status": "interrupted", "stage": "diagnose", "out": str(out_dir)})
+        else:
+            report.status = "interrupted"
+            _write_unfinished(out_dir, report.to_dict())
         raise
     except OSError as exc:
+        if report is None:
+            raise
         report.status, report.error = "failed", f"cannot write into {out_dir}: {exc}"
         written = _write_unfinished(out_dir, report.to_dict())
         raise TriageOutputError(report.error + ("" if written else "; report.json could not be written either")) from exc

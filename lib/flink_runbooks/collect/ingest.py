@@ -197,7 +197,9 @@ def ingest(
     readable = any(f.kind == "log" and f.lines and f.layout != "binary" for f in inputs)
     if not events and not len(config) and not readable:
         # Every input was unusable: that is bad input (exit 2), not an incident without findings.
-        reasons = list(dict.fromkeys(unusable)) or ["no log or config lines"]
+        skipped = [name if name.endswith("(empty directory)") else f"{name} is neither a log nor a Flink config file"
+                   for name in listed.skipped]
+        reasons = list(dict.fromkeys(unusable + skipped)) or ["no log or config lines"]
         more = f"; and {len(reasons) - 10} more" if len(reasons) > 10 else ""
         raise InputError("nothing readable: " + "; ".join(reasons[:10]) + more)
     version, version_source = detect_version(events, files)

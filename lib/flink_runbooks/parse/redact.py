@@ -36,9 +36,12 @@ SENSITIVE_KEY_FRAGMENTS = FLINK_SENSITIVE_KEYS + (
     "accesskey",
     "access_key",
     "secret.key",
-    "credentials",
+    "credential",
+    "passphrase",  # ssl.key.passphrase, PEM key passphrases
     "private.key",
     "private-key",
+    "private_key",
+    "privatekey",
     "keystore.key",
     "ssl.key.password",
     "pwd",  # ODBC / JDBC Pwd=...;
@@ -63,18 +66,22 @@ _FRAGMENTS = "|".join(re.escape(f) for f in sorted(SENSITIVE_KEY_FRAGMENTS, key=
 # The value runs to whitespace, a list or query separator or a quote; quoted values are taken whole, and a JAAS
 # config (which contains spaces) runs to its terminating semicolon.
 _PAIR = re.compile(
-    rf"(?<!{_KEY_CHARS})(?P<key>{_KEY_CHARS}*(?i:{_FRAGMENTS}){_KEY_CHARS}*)(?P<sep>\s*[=:]\s*|,\s+)"
-    rf"(?P<value>\"[^\"]*\"|'[^']*'|\[[^\]\n]*\]|\{{[^}}\n]*\}}|[^\s,;}}\]&\"'<>]+(?:\s+required\b[^;]*;?)?)"
+    rf"(?<!{_KEY_CHARS})(?P<key>{_KEY_CHARS}*(?i:{_FRAGMENTS}){_KEY_CHARS}*)(?:(?P<sep>\s*[=:]\s*)"
+    rf"(?P<value>\"[^\"]*\"|'[^']*'|\[[^\]\n]*\]|\{{[^}}\n]*\}}|(?:[^\s,;}}\]&\"'<>]|,(?!\s))+(?:\s+required\b[^;]*;?)?)"
+    # Flink's logged "key, value": the value is the rest of the line (it may hold spaces and commas).
+    rf"|(?P<lsep>,[ \t]+)(?P<lvalue>[^\n]+))"
 )
 # JSON / YAML flow form: "password": "..." (the key is quoted, the value may be).
 _QUOTED_PAIR = re.compile(
     rf"(?P<key>[\"'][^\"'\n]*(?i:{_FRAGMENTS})[^\"'\n]*[\"'])(?P<sep>\s*[:=]\s*)"
-    rf"(?P<value>\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s,;}}\]&\"'<>]+)"
+    # JSON inside a JSON string (a logged request body) escapes its quotes: \"password\":\"...\"
+    rf"(?P<value>\\\"(?:[^\"\\\n]|\\[^\"])*\\\"|\"(?:[^\"\\\n]|\\.)*\"|'[^'\n]*'|[^\s,;}}\]&\"'<>]+)"
 )
 _JAAS_OPTION = re.compile(r"(?P<key>password|username|secret|token)\s*=\s*(?P<value>\"[^\"]*\"|'[^']*'|[^\s;]+)", re.I)
 _AWS_ACCESS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AROA|AIDA|AGPA|ANPA)[0-9A-Z]{16}(?![A-Z0-9])")
 # scheme://user:password@host -> scheme://******@host (the user part of a cloud URL is an access key).
-_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<info>[^/\s@:\"'<>]*:[^/\s@\"'<>]+)@")
+# The password runs to the last '@' of the address: cloud secret keys hold '/' and passwords may hold '@'.
+_URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<info>[^/\s@:\"'<>]*:[^\s\"'<>]+)@")
 _AUTHORIZATION = re.compile(
     r"(?i)(?P<head>(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|negotiate)\s+)?"
     r"|\b(?:bearer|basic)\s+(?=[A-Za-z0-9._~+/=\-]{12,})(?=[A-Za-z0-9._~+/=\-]*?(?-i:[0-9._~+/=\-]|[a-z][A-Z])))(?P<value>[A-Za-z0-9._~+/=\-]+)"
@@ -193,19 +200,21 @@ def redact_text(text: str | None) -> str | None:
         return text
 
     def pair(m: re.Match[str]) -> str:
-        if _is_redacted(m.group("value")) or _HARMLESS_KEY.search(m.group("key")):
+        sep, value = (m.group("sep"), m.group("value")) if m.group("sep") is not None else (m.group("lsep"), m.group("lvalue"))
+        if _is_redacted(value) or _HARMLESS_KEY.search(m.group("key")):
             return m.group(0)
-        if m.group("sep").startswith(",") and not re.search(r"[._-]", m.group("key")):
+        if sep.startswith(",") and not re.search(r"[._-]", m.group("key")):
             # "key, value" is Flink's logged form of a configuration key, which always has a separator in its name;
             # a bare word before a comma is prose ("refused credentials, a missing ACL").
             return m.group(0)
-        return f"{m.group('key')}{m.group('sep')}{REDACTED}"
+        return f"{m.group('key')}{sep}{REDACTED}"
 
     def quoted_pair(m: re.Match[str]) -> str:
         # JSON and YAML flow text keeps its quotes, so it still parses.
         if _is_redacted(m.group("value")) or _HARMLESS_KEY.search(m.group("key")):
             return m.group(0)
-        quote = m.group("value")[0] if m.group("value")[0] in "\"'" else ""
+        value = m.group("value")
+        quote = '\\"' if value.startswith('\\"') else value[0] if value[0] in "\"'" else ""
         return f"{m.group('key')}{m.group('sep')}{quote}{REDACTED}{quote}"
 
     def keep_head(m: re.Match[str]) -> str:
