@@ -68,8 +68,9 @@ _FRAGMENTS = "|".join(re.escape(f) for f in sorted(SENSITIVE_KEY_FRAGMENTS, key=
 _PAIR = re.compile(
     rf"(?<!{_KEY_CHARS})(?P<key>{_KEY_CHARS}*(?i:{_FRAGMENTS}){_KEY_CHARS}*)(?:(?P<sep>\s*[=:]\s*)"
     rf"(?P<value>\"[^\"]*\"|'[^']*'|\[[^\]\n]*\]|\{{[^}}\n]*\}}|(?:[^\s,;}}\]&\"'<>]|,(?!\s))+(?:\s+required\b[^;]*;?)?)"
-    # Flink's logged "key, value": the value is the rest of the line (it may hold spaces and commas).
-    rf"|(?P<lsep>,[ \t]+)(?P<lvalue>[^\n]+))"
+    # Flink's logged "key, value": the value is the rest of the line (it may hold spaces and commas); it stops at
+    # '<' so that a safety pass over a finished page never eats its markup.
+    rf"|(?P<lsep>,[ \t]+)(?P<lvalue>[^\n<]+))"
 )
 # JSON / YAML flow form: "password": "..." (the key is quoted, the value may be).
 _QUOTED_PAIR = re.compile(
