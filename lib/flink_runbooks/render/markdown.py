@@ -39,7 +39,7 @@ def code_span(value: object) -> str:
 def code_block(text: object, *, info: str = "", indent: str = "") -> list[str]:
     """``text`` as a fenced code block (lines prefixed with ``indent``, to stay inside a list item): the fence is
     longer than any backtick run inside, so no line of the text can close it."""
-    lines = [printable(line) for line in str(text).splitlines()] or [""]
+    lines = [printable(line) for line in str(text).removesuffix("\n").split("\n")] or [""]
     fence = "`" * max(3, _longest_backtick_run("\n".join(lines)) + 1)
     return [f"{indent}{fence}{info}", *[f"{indent}{line}" if line else indent.rstrip() for line in lines],
             f"{indent}{fence}"]
@@ -63,7 +63,7 @@ def render_markdown(report: "TriageReport") -> str:
         for e in f.evidence:
             where = code_span(f"{e.file}:{e.line}") + (f" at {code_span(e.ts)}" if e.ts else "")
             lines.append(f"- {where}" + (f": {code_span(e.note)}" if e.note else ""))
-            lines += ["", *code_block("\n".join(redact_text(t) or t for t in e.text.splitlines()[:6]), indent="  ")]
+            lines += ["", *code_block("\n".join(redact_text(t) or t for t in e.text.split("\n")[:6]), indent="  ")]
         if f.patches:
             lines += ["", "Proposed changes (nothing was modified):", ""]
             for p in f.patches:

@@ -90,7 +90,7 @@ def to_text(diagnosis: Diagnosis, *, color: bool = False) -> str:
             for e in f.evidence:
                 where = masked_line(f"{e.file}:{e.line}" + (f" {e.ts}" if e.ts else ""))
                 lines.append(f"    {where}" + (f"  ({masked_line(e.note)})" if e.note else ""))
-                for t in e.text.splitlines()[:4]:
+                for t in e.text.split("\n")[:4]:
                     lines.append(f"      {masked_line(t[:240])}")
         if f.primary and f.patches:
             outs = patch_outputs(f, diagnosis)
