@@ -157,3 +157,27 @@ def test_no_text_users_read_mentions_the_source_documents():
     for path in sorted(DATA.glob("*/*/expected.json")) + sorted(DATA.glob("*/README.md")):
         hits += [f"{path.relative_to(DATA)}: {m.group(0)}" for m in wording.finditer(path.read_text())]
     assert not hits, "\n".join(hits)
+
+
+def test_a_json_list_given_as_a_string_is_that_list_of_paths():
+    from flink_runbooks.notebook import PROJECT_ROOT, resolve_paths
+
+    assert resolve_paths('["/var/log/flink", "data/x"]') == ["/var/log/flink", str(PROJECT_ROOT / "data/x")]
+    assert resolve_paths("/var/log/flink") == ["/var/log/flink"]
+    assert resolve_paths("[not json") == ["[not json"]  # a glob, taken as it is
+
+
+@pytest.mark.notebook
+def test_the_readme_s_papermill_command_runs_a_runbook_on_another_incident(tmp_path):
+    """As documented: papermill's `-p` hands the list over as text."""
+    import subprocess
+
+    incident = "data/checkpoint-tolerable-failure-threshold/healthy"
+    out = tmp_path / "out.ipynb"
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "papermill"),
+                           str(RUNBOOKS / "checkpoint-tolerable-failure-threshold.ipynb"), str(out),
+                           "-p", "incident_paths", f'["{incident}"]', "--cwd", str(ROOT), "--no-progress-bar"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = _outputs(nbformat.read(out, as_version=4))
+    assert "does not apply to this incident" in text and "CELL-ERROR" not in text

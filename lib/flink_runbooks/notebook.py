@@ -21,9 +21,13 @@ PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def resolve_paths(paths: str | Sequence[str]) -> list[str]:
-    """Paths as given, or relative to the project root when they do not exist relative to the working directory."""
+    """Paths as given, or relative to the project root when they do not exist relative to the working directory.
+
+    ``papermill -p incident_paths '["/var/log/flink", "conf/"]'`` hands the list over as its JSON text (``-p`` values
+    are strings; only ``-y`` is parsed): a string that is a JSON list of strings is that list.
+    """
     if isinstance(paths, str):
-        paths = [paths]
+        paths = _json_list(paths) or [paths]
     out = []
     for p in paths:
         if "://" in p or os.path.isabs(p) or os.path.exists(p) or any(c in p for c in "*?["):
@@ -31,6 +35,18 @@ def resolve_paths(paths: str | Sequence[str]) -> list[str]:
         else:
             out.append(str(PROJECT_ROOT / p))
     return out
+
+
+def _json_list(text: str) -> list[str] | None:
+    import json
+
+    if not text.lstrip().startswith("[") or os.path.exists(text):
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, list) and value and all(isinstance(v, str) for v in value) else None
 
 
 @dataclass
@@ -152,7 +168,9 @@ def open_runbook(slug: str, incident_paths: str | Sequence[str] = (), *, flink_v
         from flink_runbooks.collect.ingest import ingest
         from flink_runbooks.collect.spark import get_spark
 
-        spark = get_spark(master=spark_master or None)
+        # Without a named master, ingestion reads a small local incident (a pasted trace) in this process and starts
+        # local Spark only for the rest, as `diagnose` does.
+        spark = get_spark(master=spark_master) if spark_master else None
         incident = ingest(resolve_paths(incident_paths), spark, flink_version=flink_version or None)
     diagnosis = run_detectors(incident)
     return RunbookRun(slug, incident, diagnosis, [f for f in diagnosis.findings if f.runbook == slug])
