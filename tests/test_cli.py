@@ -143,3 +143,29 @@ def test_an_internal_error_is_one_line_without_the_java_trace_or_a_secret(monkey
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "java.io.IOException: cannot open" in err
     assert "Zq7secretValue" not in err and "AKIAIOSFODNN7EXAMPLE" not in err and "\tat " not in err
+
+
+TICKET = ("Hi team, the orders job on Flink 1.18.1 died tonight, trace below:\n"
+          "java.lang.OutOfMemoryError: Java heap space\n"
+          "\tat java.base/java.util.Arrays.copyOf(Arrays.java:3537)\n")
+
+
+def test_a_trace_pasted_on_standard_input_is_diagnosed():
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "flink-runbooks"), "diagnose", "-", "--format", "json"],
+                          input=TICKET, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["findings"][0]["runbook"] == "oom-java-heap"
+    empty = subprocess.run([str(ROOT / ".venv" / "bin" / "flink-runbooks"), "diagnose", "-"], input="\n",
+                           capture_output=True, text=True, timeout=300)
+    assert empty.returncode == 2 and empty.stderr.startswith("flink-runbooks: nothing on standard input")
+
+
+def test_a_version_named_in_the_text_but_not_printed_by_flink_is_a_hint_not_a_verdict(tmp_path):
+    from conftest import incident_from_files
+
+    incident = incident_from_files(tmp_path / "paste", {"ticket.txt": TICKET})
+    assert incident.flink_version is None
+    [hint] = [w for w in incident.warnings if "mentions Flink" in w]
+    assert "Flink 1.18.1" in hint and "--flink-version 1.18.1" in hint
+    typed = incident_from_files(tmp_path / "typed", {"ticket.txt": TICKET}, version="1.18.1")
+    assert typed.flink_version == "1.18.1" and not [w for w in typed.warnings if "mentions Flink" in w]

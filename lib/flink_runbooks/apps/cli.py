@@ -6,8 +6,10 @@ Exit codes (a contract): 0 nothing found, 1 findings, 2 bad input or usage (or a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import tempfile
 
 from flink_runbooks.render.terminal import printable
 
@@ -47,7 +49,8 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("diagnose", help="diagnose an incident and print findings with evidence and patches")
     d.add_argument("paths", nargs="+", metavar="PATH",
-                   help="log files, directories (recursive), globs or Hadoop URIs, plus flink-conf.yaml/config.yaml")
+                   help="log files, directories (recursive), globs or Hadoop URIs, plus flink-conf.yaml/config.yaml; "
+                        "'-' reads a pasted excerpt from standard input")
     d.add_argument("--flink-version", type=flink_version,
                    help="the Flink version, when the logs do not tell (e.g. 1.18.1); a version the logs print wins")
     d.add_argument("--format", choices=("text", "json"), default="text")
@@ -136,8 +139,9 @@ def cmd_diagnose(args) -> int:
         _say(exc.args[0])
         return EXIT_BAD_INPUT
     try:
-        check_local_paths(args.paths)
-        incident = ingest(args.paths, _requested_spark(args), flink_version=args.flink_version, progress=progress)
+        with _stdin_as_file(args.paths) as paths:
+            check_local_paths(paths)
+            incident = ingest(paths, _requested_spark(args), flink_version=args.flink_version, progress=progress)
     except (InputError, SparkUnavailable) as exc:
         if progress:
             progress.done()
@@ -157,6 +161,31 @@ def cmd_diagnose(args) -> int:
     else:
         sys.stdout.write(to_text(diagnosis, color=sys.stdout.isatty()))
     return EXIT_FINDINGS if diagnosis.findings else EXIT_CLEAN
+
+
+# A paste is a few kilobytes; more than this on standard input is a file that should be named instead.
+MAX_STDIN_BYTES = 64 << 20
+
+
+@contextlib.contextmanager
+def _stdin_as_file(paths: list[str]):
+    """``-`` among the paths: standard input (a trace pasted into the terminal, or piped) saved as ``stdin.log`` in a
+    private temporary folder for the length of the run, so both ingestion paths read it like any file."""
+    if "-" not in paths:
+        yield paths
+        return
+    from flink_runbooks.collect.listing import InputError
+
+    data = sys.stdin.buffer.read(MAX_STDIN_BYTES + 1)
+    if not data.strip():
+        raise InputError("nothing on standard input: paste the stack trace or log excerpt, then end it with Ctrl-D")
+    if len(data) > MAX_STDIN_BYTES:
+        raise InputError(f"more than {MAX_STDIN_BYTES >> 20} MiB on standard input: save it to a file and name that")
+    with tempfile.TemporaryDirectory(prefix="flink-runbooks-") as folder:
+        pasted = os.path.join(folder, "stdin.log")
+        with open(pasted, "wb") as f:
+            f.write(data)
+        yield [pasted if p == "-" else p for p in paths]
 
 
 def cmd_triage(args) -> int:

@@ -212,6 +212,12 @@ def ingest(
             # The logs say what actually ran; a version typed by hand does not silently replace it.
             warnings.append(f"--flink-version {flink_version} ignored: the logs print Flink {version} "
                             f"({version_source})")
+    elif version_source is None or version_source.startswith("fingerprint"):
+        mentioned = _mentioned_version(events)
+        if mentioned:
+            warnings.append(f"the text mentions Flink {mentioned[0]} ({mentioned[1]}), but no log line proves the "
+                            f"version that ran: pass --flink-version {mentioned[0]} if it is, so keys and advice "
+                            f"match it")
     return Incident(events=events, config=config, flink_version=version, version_source=version_source,
                     inputs=inputs, warnings=warnings)
 
@@ -397,6 +403,19 @@ def _config_from_logs(events: list[Event], config: EffectiveConfig) -> None:
 
 
 _BANNER = re.compile(r"Starting [\w ]+ \(Version: (?P<v>\d+\.\d+(?:\.\d+)?(?:-[\w.]+)?)")
+
+
+# "Flink 1.18.1", "flink-1.17.2", "Apache Flink v2.0" in a ticket's prose or a path; not a proof of what ran.
+_MENTIONED_VERSION = re.compile(r"(?i)\bflink[ _-]v?(?P<v>(?:1\.(?:[0-9]|1[0-9]|20)|2\.[0-9])(?:\.\d+)?)(?![\d.]*\d)")
+
+
+def _mentioned_version(events: list[Event]) -> tuple[str, str] | None:
+    """The Flink version a pasted text names in passing (with where), when the logs themselves do not print one."""
+    for ev in events[:5000]:
+        m = _MENTIONED_VERSION.search(ev.text)
+        if m:
+            return m.group("v"), f"{ev.file}:{ev.line}"
+    return None
 
 
 def detect_version(events: list[Event], files: dict[str, dict]) -> tuple[str | None, str | None]:
