@@ -337,6 +337,7 @@ def test_stopping_the_server_marks_its_unfinished_runs_interrupted_at_once(block
         assert (pathlib.Path(run["out"]) / serve.INCOMPLETE_MARK).exists()
 
 
+@pytest.mark.notebook
 def test_stopping_the_server_stops_a_running_triage_s_notebooks_and_its_report_says_interrupted(monkeypatch, tmp_path):
     from conftest import ROOT
 

@@ -273,6 +273,7 @@ def test_a_kernel_that_died_before_answering_is_started_again_but_a_failing_cell
 
 # -- an output folder taken literally, an interrupted run, a full disk ----------------------------------------
 
+@pytest.mark.notebook
 def test_braces_in_out_are_part_of_the_folder_name_not_papermill_parameters(tmp_path):
     out = tmp_path / "b{job}" / "{incident_cache}"
     report = triage([str(example(SLUG, "healthy"))], out, runbooks=["succeeds"], runbooks_dir=TEST_NOTEBOOKS,
