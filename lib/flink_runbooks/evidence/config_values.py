@@ -184,17 +184,26 @@ def _nearest_release(version: tuple[int, ...] | None) -> str:
     return ".".join(map(str, best))
 
 
-def closest_key(key: str, declared: set[str]) -> str | None:
+def keys_by_prefix(declared: set[str]) -> dict[str, list[str]]:
+    """The declared keys grouped by their first segment, built once per incident for :func:`closest_key`."""
+    index: dict[str, list[str]] = {}
+    for k in declared:
+        index.setdefault(k.split(".", 1)[0], []).append(k)
+    return index
+
+
+def closest_key(key: str, declared: set[str], by_prefix: dict[str, list[str]] | None = None) -> str | None:
     """The declared key this one is a typo of, or None."""
     if key in declared or key.startswith(_OPEN_NAMESPACES) or "." not in key:
         return None
     if key in OPTION_KEYS or keys.concept_of(key) or keys.removed_in(key):
         return None  # a real key of some release: not a typo (removed or renamed keys are judged as such)
+    by_prefix = by_prefix if by_prefix is not None else keys_by_prefix(declared)
     prefix = key.split(".", 1)[0]
-    # A typo in the first segment is compared with keys of about its length only: a configuration of thousands of
-    # unknown keys must not cost a comparison with every option each.
-    candidates = [k for k in declared if k.split(".", 1)[0] == prefix] or [
-        k for k in declared if abs(len(k) - len(key)) <= max(2, len(key) // 5)]
+    # A typo in the first segment is looked for among the keys whose first segment is close to it, not among every
+    # option: a configuration of thousands of unknown keys must not cost a comparison with each option each.
+    candidates = by_prefix.get(prefix) or [k for near in difflib.get_close_matches(prefix, by_prefix, n=3, cutoff=0.75)
+                                           for k in by_prefix[near]]
     best = difflib.get_close_matches(key, candidates, n=1, cutoff=TYPO_RATIO)
     if not best or best[0] == key or best[0].lower() == key.lower() and best[0] in declared and key in declared:
         return None
@@ -205,6 +214,7 @@ def key_problems(incident: Incident) -> list[KeyProblem]:
     """Keys set in the configuration (file or logged at start-up) that this release does not read."""
     version = incident.version_tuple
     declared = declared_keys(version)
+    by_prefix = keys_by_prefix(declared)
     out: list[KeyProblem] = []
     seen: set[str] = set()
     ignored_files = _files_not_read(incident)
@@ -244,7 +254,7 @@ def key_problems(incident: Incident) -> list[KeyProblem]:
             out.append(KeyProblem(key, history[0].value, "removed", _replacement(key, version), where, event))
             seen.add(key)
             continue
-        typo = closest_key(key, declared)
+        typo = closest_key(key, declared, by_prefix)
         if typo:
             out.append(KeyProblem(key, history[0].value, "misspelled", typo, where, event))
             seen.add(key)
