@@ -349,3 +349,11 @@ def test_a_ctrl_c_before_the_runbooks_start_leaves_report_json_saying_interrupte
     with pytest.raises(KeyboardInterrupt):
         triage([str(example(SLUG, "healthy"))], out)
     assert json.loads((out / "report.json").read_text()) == {"status": "interrupted", "stage": stage, "out": str(out)}
+
+
+def test_a_runbook_named_without_a_notebook_leaves_report_json_saying_the_run_failed(tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(TriageError, match="no runbook notebook for not-a-runbook"):
+        triage([str(example(SLUG, "healthy"))], out, runbooks=["not-a-runbook"], runbooks_dir=TEST_NOTEBOOKS)
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["status"] == "failed" and "no runbook notebook for not-a-runbook" in doc["error"]

@@ -152,6 +152,11 @@ def triage(
         report.status, report.error = "failed", f"cannot write into {out_dir}: {exc}"
         written = _write_unfinished(out_dir, report.to_dict())
         raise TriageOutputError(report.error + ("" if written else "; report.json could not be written either")) from exc
+    except Exception as exc:  # a usage error found late, or a bug: report.json must not keep saying "running"
+        if report is not None:
+            report.status, report.error = "failed", redact_text(f"{type(exc).__name__}: {exc}")
+            _write_unfinished(out_dir, report.to_dict())
+        raise
     return report
 
 
