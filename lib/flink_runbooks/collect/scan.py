@@ -70,22 +70,19 @@ def prefilter(detectors: Sequence | None = None) -> tuple[str, str]:
         from flink_runbooks.detectors import all_detectors
 
         detectors = all_detectors()
-    lines = list(BASE_SIGNATURES)
-    frames: list[str] = []
-    for d in detectors:
-        lines.extend(d.signatures)
-        lines.extend(w.pattern for w in d.wordings)
-        frames.extend(d.frames)
-    union = "|".join(f"(?:{s})" for s in dict.fromkeys(lines))
+    frames = [f for d in detectors for f in d.frames]
+    union = "|".join(f"(?:{s})" for s in signature_list(detectors))
     frame_union = r"^(?:" + layouts.PREFIX + r")?\s*at .*(?:" + "|".join(f"(?:{s})" for s in dict.fromkeys(frames)) + ")" if frames else r"(?!)"
     return union, frame_union
 
 
-def line_patterns(detectors: Sequence | None = None) -> dict[str, str]:
-    """What the workers evaluate on every line, in RE2 syntax: whether it starts a record, whether its first 160
-    characters show WARN or worse, and whether it is worth keeping in any case (a signature, part of an exception, a
-    config dump or a frame some detector asked for; the last three are anchored at continuation-line starts that a
-    record header never has)."""
+def line_patterns(detectors: Sequence | None = None) -> dict:
+    """What the workers evaluate on every line, in RE2 syntax: whether it starts a record (``header``), whether its
+    first 160 characters show WARN or worse (``warn``), and whether it is worth keeping in any case (``kept``: a
+    signature, part of an exception, a config dump or a frame some detector asked for; the last three, ``structure``,
+    are anchored at continuation-line starts that a record header never has). The workers match ``signatures`` (the
+    tuple of them) in one pass with :mod:`.matcher` and ``structure`` in RE2; ``kept`` is their union in one
+    expression, for other engines (grep, Python's ``re``)."""
     if detectors is None:
         from flink_runbooks.detectors import all_detectors
 
@@ -94,11 +91,22 @@ def line_patterns(detectors: Sequence | None = None) -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=8)
-def _line_patterns(detectors: tuple) -> tuple[tuple[str, str], ...]:
+def _line_patterns(detectors: tuple) -> tuple[tuple[str, object], ...]:
     signatures, frames = prefilter(detectors)
-    kept = "|".join(f"(?:{p})" for p in (signatures, layouts.EXCEPTION_LINE_JAVA, layouts.CONFIG_LINE_JAVA, frames))
-    return (("header", layouts.re2(layouts.HEADER_JAVA)), ("warn", _WARN_OR_WORSE), ("kept", layouts.re2(kept)))
+    structure = "|".join(f"(?:{p})" for p in (layouts.EXCEPTION_LINE_JAVA, layouts.CONFIG_LINE_JAVA, frames))
+    kept = "|".join(f"(?:{p})" for p in (signatures, structure))
+    return (("header", layouts.re2(layouts.HEADER_JAVA)), ("warn", _WARN_OR_WORSE), ("kept", layouts.re2(kept)),
+            # what the workers evaluate: the structure of exceptions and dumps in RE2, the signatures in one pass
+            ("structure", layouts.re2(structure)), ("signatures", signature_list(detectors)))
 
+
+def signature_list(detectors: Sequence) -> tuple[str, ...]:
+    """Every line signature once: the base ones and each detector's signatures and wordings."""
+    lines = list(BASE_SIGNATURES)
+    for d in detectors:
+        lines.extend(d.signatures)
+        lines.extend(w.pattern for w in d.wordings)
+    return tuple(dict.fromkeys(lines))
 
 
 # ------------------------------------------------------------------------------------------------ the Spark pass
@@ -113,9 +121,11 @@ def _line_masks(texts, patterns: dict[str, str], bounds: list[int] | None = None
     def match(array, pattern):
         return pc.match_substring_regex(array, pattern).to_numpy(zero_copy_only=False)
 
+    from flink_runbooks.collect.matcher import signature_matcher
+
     header = match(texts, patterns["header"])
     warn = match(pc.utf8_slice_codeunits(texts, 0, 160), patterns["warn"])
-    kept = (header & warn) | match(texts, patterns["kept"])
+    kept = (header & warn) | match(texts, patterns["structure"]) | signature_matcher(patterns["signatures"]).lines(texts)
     if bounds is None:
         return header, layouts.widen_kept(texts, header, kept)
     # Widening looks at neighbouring lines and at the block as a whole: never across two files of one batch.
