@@ -86,7 +86,27 @@ def test_plain_python_reader_builds_the_same_records_as_spark(small_bundle, spar
     path, _manifest = small_bundle
     incident = ingest([str(path)], spark)
     _seconds, records = baselines.python_reader(log_files(path))
-    assert records == len(incident.events)
+    # every record is either kept or counted in a fold
+    assert not incident.scan["dropped"]
+    assert records == len(incident.events) + incident.scan["folded"] == incident.records_read
+
+
+# What the pre-filter may keep of a bundle's lines: the records of a failure, its context and the checkpoint and
+# job lifecycle; healthy INFO lines that merely mention a signature's words are a few per process start.
+KEPT_FRACTION = 0.12
+
+
+@pytest.mark.parametrize("shape,size", [("healthy", "8MB"), ("crashloop", "8MB")])
+def test_the_pre_filter_keeps_evidence_not_noise(shape, size, tmp_path):
+    path = tmp_path / shape
+    generate(path, parse_size(size), shape=shape)
+    incident = ingest([str(path)])
+    scan = incident.scan
+    assert scan["lines"] > 10_000
+    assert scan["kept_lines"] <= KEPT_FRACTION * scan["lines"], scan
+    if shape == "crashloop":
+        # repeated records fold: a crash loop prints the same start-up records at every start
+        assert scan["folded"] > 0 and scan["records"] < scan["kept_lines"] / 2, scan
 
 
 def test_grep_baseline_counts_matching_lines(small_bundle):

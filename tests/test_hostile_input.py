@@ -361,16 +361,21 @@ def _long_line_read(incident, path: pathlib.Path) -> bool:
     return True
 
 
-def test_a_line_spark_skips_is_read_in_process_with_exact_line_numbers(spark, tmp_path, monkeypatch):
-    """Spark's line reader skips a line past its limit; the driver sees the bytes it left out and reads the file."""
-    from flink_runbooks.collect import ingest as ingest_module, local, scan
+def test_a_line_the_jvm_reader_would_skip_is_read_through_spark_with_exact_line_numbers(spark, tmp_path):
+    """Hadoop's line reader skips a line past SPARK_LINE_BYTES; Spark's tasks read local files as byte ranges, so
+    such a line (shorter than MAX_LINE_BYTES) is read whole, in a file cut into several splits."""
+    from flink_runbooks.collect import ingest as ingest_module
+    from flink_runbooks.collect.listing import MAX_LINE_BYTES, SPARK_LINE_BYTES
 
-    for module in (local, scan, ingest_module):
-        monkeypatch.setattr(module, "MAX_LINE_BYTES", 3000)
-    monkeypatch.setattr(scan, "SPARK_LINE_BYTES", 2000)
     inc = good_incident(tmp_path)
-    long_file = _file_with_a_long_line(inc, 100_000)
-    assert _long_line_read(ingest_module.ingest([str(inc)], spark, split_bytes=1 << 20), long_file)
+    length = SPARK_LINE_BYTES + (1 << 20)
+    assert length < MAX_LINE_BYTES
+    long_file = _file_with_a_long_line(inc, length)
+    incident = ingest_module.ingest([str(inc)], spark, split_bytes=1 << 20)
+    info = next(f for f in incident.inputs if f.path == str(long_file))
+    after = next(ev for ev in incident.events if ev.file == str(long_file) and "after the long line" in ev.message)
+    assert info.lines == 4 and after.line == 3 and after.has_exception("IllegalStateException")
+    assert not any(str(long_file) in w for w in incident.warnings), incident.warnings
 
 
 # --------------------------------------------------------------------------------------------------- slow tier

@@ -48,25 +48,31 @@ def test_only_small_local_plain_or_gzipped_inputs_stay_in_process(tmp_path, monk
     assert not local.fits_locally([(f"{tmp_path}/a.log.bz2", 10)], []), "compressions only Hadoop reads: Spark"
 
 
-def test_lines_are_read_in_chunks_as_a_split_gives_them_and_only_overlong_ones_are_cut(monkeypatch):
+def test_splits_of_a_file_hold_each_line_once_and_only_overlong_ones_are_cut(monkeypatch):
     import io
     import random
 
     monkeypatch.setattr(local, "MAX_LINE_BYTES", 50)
     monkeypatch.setattr(local, "LONG_LINE_HEAD_BYTES", 8)
     rng = random.Random(7)
-    for _ in range(2000):
+    for _ in range(3000):
         lines = [bytes(rng.choice(b"ab\r\x00") for _ in range(rng.choice([0, 1, 5, 49, 50, 51, 120])))
                  for _ in range(rng.randrange(6))]
         data = b"\n".join(lines) + rng.choice([b"", b"\n"])
+        # a file cut into splits at arbitrary bytes, each read on its own, as Spark's tasks read them
+        cuts = sorted({0, len(data), *(rng.randrange(len(data) + 1) for _ in range(rng.randrange(4)))})
         read, cut = [], {}
-        for block, long in local.read_lines(io.BytesIO(data), chunk_bytes=rng.choice([1, 3, 16, 64])):
-            cut.update({len(read) + i: n for i, n in long.items()})
-            read.extend(block)
+        for start, end in zip(cuts, cuts[1:]):
+            for block, long in local.line_blocks(io.BytesIO(data), start, end, chunk_bytes=rng.choice([1, 3, 16, 64])):
+                block_lines = block.split(b"\n")
+                if block.endswith(b"\n"):
+                    block_lines.pop()
+                cut.update({len(read) + i: n for i, n in long.items()})
+                read.extend(block_lines)
         expected = data.split(b"\n")
         if expected[-1] == b"":  # a final line break ends the last line
             expected.pop()
-        assert len(read) == len(expected), data
+        assert len(read) == len(expected), (data, cuts)
         for index, (got, want) in enumerate(zip(read, expected)):
             if len(want) > 50:
                 assert cut[index] == len(want) and got == want[:8]

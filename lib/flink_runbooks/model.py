@@ -138,6 +138,19 @@ def search(rx: re.Pattern[str], text: str) -> re.Match[str] | None:
 
 
 @dataclass
+class Folded:
+    """Records that repeated one kept in ``events`` (``sample``, its location) and were counted instead of kept:
+    ``count`` of them, from ``first`` to ``last`` (``file:line``, with their times)."""
+
+    sample: str
+    count: int
+    first: str | None = None
+    first_ts: str | None = None
+    last: str | None = None
+    last_ts: str | None = None
+
+
+@dataclass
 class Incident:
     """Everything ingestion learnt about one incident, as plain data."""
 
@@ -147,6 +160,10 @@ class Incident:
     version_source: str | None = None
     inputs: list[InputFile] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # repeated records counted instead of kept (collect/fold.py), the most frequent first
+    folded: list[Folded] = field(default_factory=list)
+    # what the scan saw: lines read, lines kept by the pre-filter, records received and kept, records folded
+    scan: dict[str, int] = field(default_factory=dict)
 
     def find(self, pattern: str | re.Pattern[str], *, role: str | None = None) -> Iterator[tuple[Event, re.Match[str]]]:
         """Events whose text matches ``pattern``, in time order, with the match."""
@@ -171,6 +188,16 @@ class Incident:
     @property
     def version_tuple(self) -> tuple[int, ...] | None:
         return parse_version(self.flink_version)
+
+    @property
+    def records_read(self) -> int:
+        """Records the logs hold that the pre-filter kept: those in ``events`` and the repeats folded into them."""
+        return len(self.events) + sum(f.count for f in self.folded)
+
+    def records_summary(self) -> str:
+        """``"2,420 records (1,736 repeats folded)"``, for a report's head."""
+        folded = self.records_read - len(self.events)
+        return f"{self.records_read:,} records" + (f" ({folded:,} repeats folded)" if folded else "")
 
 
 def parse_version(version: str | None) -> tuple[int, ...] | None:

@@ -4,15 +4,16 @@ Pipeline (one pass over the log bytes, no shuffle):
 
 1. List the inputs (:mod:`.listing`: files, directories, globs, Hadoop URIs) and sort them into logs, Flink config
    files and skipped files.
-2. The scan (:mod:`.scan`; :mod:`.local` for small local inputs, without a JVM): Spark reads every log line; each file split is one partition and reaches a Python worker in order, as Arrow
-   batches. The worker evaluates the pre-filter with RE2: a line is *kept* when it is a record header at
-   WARN/ERROR or matching a signature, or a continuation line that is part of an exception, a config dump or a
-   frame some detector asked for. Only kept lines become Python strings; the others only count for record
-   boundaries and line numbers, which stay exact.
-3. :class:`~flink_runbooks.parse.records.RecordAssembler` turns the kept lines of each file block into records; per block
+2. The scan. Local files are cut into byte ranges that Spark's tasks read as whole buffers (:mod:`.ranges`); files on
+   other file systems come through Spark's text source (:mod:`.scan`); small local inputs are read in this process
+   with the same code, without a JVM (:mod:`.local`). Each buffer is scanned once: the detectors' signatures in one
+   Hyperscan pass (:mod:`.matcher`), record starts and the structure of stack traces in RE2. Only kept lines become
+   Python strings; the others only count for record boundaries and line numbers, which stay exact.
+3. :class:`~flink_runbooks.parse.records.RecordAssembler` turns the kept lines of each file block into records, and
+   repeated records fold (:mod:`.fold`): the first and last of each kind are kept, the others counted. Per block
    statistics (lines, headers, binary lines) travel back with them.
-4. The driver (this module) receives only records and statistics, derives roles, version and the effective
-   configuration.
+4. The driver (this module) receives the folded records a slice at a time, folds them again, and derives roles,
+   version and the effective configuration: what it holds is bounded whatever the size of the logs.
 """
 from __future__ import annotations
 
@@ -23,11 +24,12 @@ from typing import Callable, Iterator, Sequence
 
 from flink_runbooks.parse.config import (MAX_EFFECTIVE_KEYS, ConfigError, ConfigSource, EffectiveConfig,
                                          detect_conf_format, limit_config_keys, parse_flat_conf, parse_yaml_conf)
-from flink_runbooks.model import ChainLink, Event, Incident, InputFile
+from flink_runbooks.model import ChainLink, Event, Folded, Incident, InputFile
 from flink_runbooks.parse.redact import redact_lines, redact_text, redact_value
 from flink_runbooks.collect.listing import (MAX_LINE_BYTES, SPARK_LINE_BYTES, InputError, _display, _for_spark,
-                                            _from_spark, _norm_uri, jvm_can_name, list_inputs, local_path, shown_path)
-from flink_runbooks.collect.scan import is_small_file, scan_logs, scan_small_files
+                                            _from_spark, _norm_uri, list_inputs, local_path, shown_path)
+from flink_runbooks.collect.fold import Folder
+from flink_runbooks.collect.scan import is_small_file, scan_logs, scan_small_files, stream_rows
 
 _FILE_ROLE = (
     (re.compile(r"(?i)standalonesession|jobmanager|job-manager|\bjm\b|clusterentrypoint|-jm-|historyserver"), "jobmanager"),
@@ -130,27 +132,34 @@ def ingest(
         progress(f"listed {len(listed.logs)} log file(s) ({total / (1 << 20):,.1f} MiB) and "
                  f"{len(listed.configs)} config file(s)")
     if not nonempty:
-        rows = []
+        rows = iter(())
     elif in_process:
         rows = local.scan_locally(nonempty, detectors)
     else:
-        rows = _scan_with_spark(spark, nonempty, sizes, total, detectors, split_bytes, progress, warnings,
-                                listed.long_lines)
+        rows = _scan_with_spark(spark, nonempty, sizes, total, detectors, split_bytes, progress, warnings)
+    # What arrives is folded again as it arrives: the driver holds a bounded number of records whatever the input.
+    folder = Folder()
+    stats = []
+    for r in rows:
+        if r["kind"] == "stats":
+            stats.append(r)
+        else:
+            folder.add(r)
+    records = list(folder.records())
     if progress:
-        progress(f"building the incident from {sum(1 for r in rows if r['kind'] == 'record'):,} records")
-
-    stats = [r for r in rows if r["kind"] == "stats"]
-    records = [r for r in rows if r["kind"] == "record"]
+        progress(f"building the incident from {len(records):,} records")
     files = _file_stats(stats)
     # a few binary lines are noise in a log (a crash's NUL padding); a file of nothing else is not a log
     binary_files = {f for f, s in files.items()
                     if s["binary_lines"] > max(2, 0.05 * s["lines"]) or 0 < s["binary_lines"] == s["lines"]}
     events: list[Event] = []
+    sample_of: dict[str, Event] = {}
     for r in records:
         if r["file"] in binary_files:
             continue
         offset = files[r["file"]]["block_offsets"].get(r["block"], 0)
         events.append(_to_event(r, offset))
+        sample_of[r["fingerprint"]] = events[-1]
 
     roles = _roles(files, events)
     for uri in nonempty:
@@ -218,8 +227,35 @@ def ingest(
             warnings.append(f"the text mentions Flink {mentioned[0]} ({mentioned[1]}), but no log line proves the "
                             f"version that ran: pass --flink-version {mentioned[0]} if it is, so keys and advice "
                             f"match it")
+    folded = _folded(folder, files, sample_of)
+    if folder.dropped:
+        warnings.append(f"{folder.dropped:,} records were not kept: the logs hold more than "
+                        f"{folder.max_fingerprints:,} different kinds of WARN, ERROR and matching records")
+    scan = {"lines": sum(s["lines"] for s in files.values()),
+            "kept_lines": sum(s["kept_lines"] for s in files.values()),
+            "records_received": folder.received, "records": len(events),
+            "folded": sum(f.count for f in folded), "dropped": folder.dropped}
     return Incident(events=events, config=config, flink_version=version, version_source=version_source,
-                    inputs=inputs, warnings=warnings)
+                    inputs=inputs, warnings=warnings, folded=folded, scan=scan)
+
+
+def _folded(folder: Folder, files: dict[str, dict], sample_of: dict[str, Event]) -> list[Folded]:
+    """The folder's counts as the incident shows them: each with a kept record like it, lines counted from 1."""
+    def place(file, block, line_index):
+        if file not in files or line_index is None:
+            return None
+        return f"{_display(file)}:{files[file]['block_offsets'].get(block, 0) + line_index + 1}"
+
+    out = []
+    for row in folder.repeat_rows():
+        sample = sample_of.get(row["fingerprint"])
+        if sample is None:  # its records were all in a file judged binary
+            continue
+        out.append(Folded(sample=sample.location(), count=row["count"],
+                          first=place(row["file"], row["block"], row["line_index"]), first_ts=row["ts"],
+                          last=place(row["last_file"], row["last_block"], row["last_line_index"]),
+                          last_ts=row["last_ts"]))
+    return sorted(out, key=lambda f: -f.count)
 
 
 def _read_configs(spark, uris: Sequence[str]) -> Iterator[tuple[str, str, bool]]:
@@ -252,45 +288,47 @@ _COMPRESSED = re.compile(r"(?i)\.(gz|bz2|zst|lz4|snappy|deflate|xz|zip)$")
 
 
 def _scan_with_spark(spark, uris: list[str], sizes: dict[str, int], total: int, detectors, split_bytes, progress,
-                     warnings: list[str], long_lines: set[str] = frozenset()) -> list[dict]:
-    """Rows of the scan through Spark. Files Spark cannot read line by line are read in this process with the same
-    partition code: a name that is not UTF-8 (Java cannot spell it), a gzipped file with a line longer than
-    SPARK_LINE_BYTES (found while listing) and a plain file whose reader left bytes out (such a line, which
-    Hadoop's reader skips)."""
-    from flink_runbooks.collect import local
+                     warnings: list[str]) -> Iterator[dict]:
+    """Rows of the scan through Spark. Local files (plain or gzipped) are read by the tasks as byte ranges
+    (:mod:`.ranges`); files on other file systems through Spark's text source, where a file with a line longer than
+    SPARK_LINE_BYTES (which Hadoop's reader skips) gets a warning."""
     from flink_runbooks.collect.progress import watch_spark_scan
+    from flink_runbooks.collect.ranges import RANGE_BYTES, readable_here, scan_ranges
 
-    here = [uri for uri in uris if not jvm_can_name(uri) or uri in long_lines]
-    spark_uris = [uri for uri in uris if jvm_can_name(uri) and uri not in long_lines]
-    small = [uri for uri in spark_uris if is_small_file(uri, sizes[uri])] if split_bytes is None else []
+    ranged = [uri for uri in uris if readable_here(uri)]
+    remote = [uri for uri in uris if not readable_here(uri)]
+    small = [uri for uri in remote if is_small_file(uri, sizes[uri])] if split_bytes is None else []
     chosen = frozenset(small)
-    large = [uri for uri in spark_uris if uri not in chosen]
-    with watch_spark_scan(spark, total, progress):
-        rows = scan_logs(spark, large, detectors, split_bytes).toArrow().to_pylist() if large else []
+    large = [uri for uri in remote if uri not in chosen]
+    def scans():
+        if ranged:
+            yield stream_rows(scan_ranges(spark, [(uri, sizes[uri]) for uri in ranged], detectors,
+                                          split_bytes or RANGE_BYTES))
+        if large:
+            yield stream_rows(scan_logs(spark, large, detectors, split_bytes))
         if small:
-            rows += scan_small_files(spark, small, detectors)
+            yield scan_small_files(spark, small, detectors)
+
     read: collections.Counter = collections.Counter()
     cut: set[str] = set()
-    for r in rows:
-        r["file"] = _from_spark(r["file"])
-        if r["kind"] == "stats":
-            read[r["file"]] += r["bytes"]
-            if r["long_lines"]:
-                cut.add(r["file"])
+    with watch_spark_scan(spark, total, progress):
+        for scanned in scans():
+            for r in scanned:
+                r["file"] = _from_spark(r["file"]) if r["file"] else r["file"]
+                if r["kind"] == "stats":
+                    read[r["file"]] += r["bytes"]
+                    if r["long_lines"]:
+                        cut.add(r["file"])
+                elif r["kind"] == "repeat" and r["last_file"]:
+                    r["last_file"] = _from_spark(r["last_file"])
+                yield r
     for uri in large:
         f = _norm_uri(uri)
         # A byte-order mark is not part of the first line; a file still being written may have grown.
         if _COMPRESSED.search(uri) or (f not in cut and sizes[uri] - read[f] <= 3):
             continue
-        if local_path(uri) is not None:
-            here.append(uri)
-        else:
-            warnings.append(f"{_display(uri)}: {sizes[uri] - read[f]:,} bytes are in lines longer than "
-                            f"{SPARK_LINE_BYTES >> 20} MiB, which were skipped; line numbers after them are too low")
-    if here:
-        redo = {_norm_uri(uri) for uri in here}
-        rows = [r for r in rows if r["file"] not in redo] + local.scan_locally(here, detectors)
-    return rows
+        warnings.append(f"{_display(uri)}: {sizes[uri] - read[f]:,} bytes are in lines longer than "
+                        f"{SPARK_LINE_BYTES >> 20} MiB, which were skipped; line numbers after them are too low")
 
 
 def _file_stats(stats_rows) -> dict[str, dict]:
@@ -300,7 +338,7 @@ def _file_stats(stats_rows) -> dict[str, dict]:
                                          "invalid_lines": 0,
                                          "layouts": collections.Counter(), "dist": collections.Counter(),
                                          "blocks": {}})
-        for k in ("lines", "headers", "exception_lines", "binary_lines", "invalid_lines", "long_lines"):
+        for k in ("lines", "headers", "exception_lines", "binary_lines", "invalid_lines", "long_lines", "kept_lines"):
             f[k] = f.get(k, 0) + (r.get(k) or 0)
         if r.get("first_long_line") is not None:
             f.setdefault("long_at", []).append((r["block"], r["first_long_line"]))

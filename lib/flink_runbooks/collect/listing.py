@@ -33,7 +33,6 @@ class ListedInputs:
     configs: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # one per file that cannot be read, named
-    long_lines: set[str] = field(default_factory=set)  # gzipped logs with a line longer than SPARK_LINE_BYTES
 
 
 
@@ -247,12 +246,10 @@ def _add_local_file(path: str, listed: ListedInputs, seen: set[str], explicit: b
         return
     uri = "file://" + os.path.abspath(path)
     if path.lower().endswith(".gz") and (explicit or LOG_NAME.search(os.path.basename(path))):
-        problem, longest = _gzip_check(path, head)
+        problem, _longest = _gzip_check(path, head)
         if problem:
             listed.warnings.append(f"{shown_path(path)} {problem}; skipped")
             return
-        if longest > SPARK_LINE_BYTES:
-            listed.long_lines.add(uri)
     _classify(uri, st.st_size, listed, explicit=explicit)
 
 

@@ -1,17 +1,15 @@
-"""Local files read in this process: the same partition code as the Spark pass, fed from here.
+"""Local files read in this process, and the reading code Spark's tasks share (:mod:`.ranges`).
 
 Starting Spark costs about ten seconds, which is all of the time a pasted stack trace or one small log file needs.
-Below :data:`LOCAL_LIMIT_BYTES` of local, plain or gzipped files, :func:`scan_locally` builds the Arrow batches
-Spark would hand a Python worker (one partition per file: text, binary flag, file and block on the first row,
-the flink-dist version, each line's size) and runs :func:`~flink_runbooks.collect.scan._assemble_partition` over
-them, so records, statistics and line numbers are the ones the Spark pass gives. Spark stays the engine for
-anything larger, for other file systems and compressions, and whenever a master or a Spark Connect server is named;
-the few local files Spark cannot read line by line (a name the JVM cannot spell, a line longer than
-:data:`~flink_runbooks.collect.listing.MAX_LINE_BYTES`) are read here in any mode.
+Below :data:`LOCAL_LIMIT_BYTES` of local, plain or gzipped files, :func:`scan_locally` reads the files here and runs
+:func:`~flink_runbooks.collect.scan._assemble_partition` over them, so records, statistics and line numbers are the
+ones the Spark pass gives. Spark stays the engine for anything larger, for other file systems and compressions, and
+whenever a master or a Spark Connect server is named.
 
-Files are read in chunks, never whole, and a line longer than ``MAX_LINE_BYTES`` is never held whole: only its
-start is kept (more than any kept line is read) and its full length is counted, so memory stays bounded whatever
-the file holds.
+Files are read in blocks of whole lines (:func:`line_blocks`), never whole, and each block becomes an Arrow batch
+without a Python object per line (:func:`_lines_batch`). A line longer than ``MAX_LINE_BYTES`` is never held whole:
+only its start is kept (more than any kept line is read) and its full length is counted, so memory stays bounded
+whatever the file holds.
 """
 from __future__ import annotations
 
@@ -25,7 +23,7 @@ from urllib.parse import quote
 from flink_runbooks.collect.listing import MAX_LINE_BYTES, _from_spark, local_path
 from flink_runbooks.collect.spark import _SESSION_SETTINGS
 
-__all__ = ["LOCAL_LIMIT_BYTES", "fits_locally", "local_path", "read_configs_locally", "read_lines", "scan_locally"]
+__all__ = ["LOCAL_LIMIT_BYTES", "fits_locally", "line_blocks", "local_path", "read_configs_locally", "scan_locally"]
 
 # Small inputs stay in this process below this many bytes; anything larger goes to Spark.
 LOCAL_LIMIT_BYTES = int(os.environ.get("FLINK_RUNBOOKS_LOCAL_LIMIT_BYTES", 16 * 1024 * 1024))
@@ -81,32 +79,61 @@ def _grow(pieces: list[bytes], held: int, cut: bool, data: bytes) -> tuple[list[
     return [b"".join(head)], held, True
 
 
-def read_lines(stream: BinaryIO, chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple[list[bytes], dict[int, int]]]:
-    """The lines of a byte stream, in blocks, without their line breaks (a final line break ends the last line, it
-    does not start another, as Spark's line reader counts). Each block comes with the lines in it that were longer
-    than MAX_LINE_BYTES: ``{index in the block: full length}``; of those only the first LONG_LINE_HEAD_BYTES are in
-    the block."""
+def line_blocks(stream: BinaryIO, start: int = 0, end: int | None = None,
+                chunk_bytes: int = _CHUNK_BYTES) -> Iterator[tuple[bytes, dict[int, int]]]:
+    """Blocks of whole lines of a byte stream, each block one buffer: lines end in a line feed except the file's
+    last line when the file has none. With ``start``/``end`` only the lines that start in ``[start, end)`` are read,
+    as Hadoop's line reader splits a file: a split after the first skips the line it starts inside of, and the last
+    line of a split runs past ``end`` to its line feed, so the splits of a file hold each of its lines once.
+
+    Each block comes with the lines in it that were longer than MAX_LINE_BYTES: ``{index in the block: full
+    length}``; of those only the first LONG_LINE_HEAD_BYTES are in the block."""
+    pos = start
+    if start:
+        stream.seek(start - 1)
+        pos = start - 1 + _skip_line(stream, chunk_bytes)
     pieces: list[bytes] = []  # the line being read when it continues past a chunk
     held, cut = 0, False
-    while chunk := stream.read(chunk_bytes):
-        nl = chunk.find(b"\n")
-        if nl < 0:
+    done = end is not None and pos >= end
+    while not done and (chunk := stream.read(chunk_bytes)):
+        chunk_start, pos = pos, pos + len(chunk)
+        if end is not None and pos >= end:
+            # the split's last line is the one that holds byte end - 1
+            stop = chunk.find(b"\n", max(end - 1 - chunk_start, 0))
+            if stop >= 0:
+                chunk, done = chunk[:stop + 1], True
+        first_break = chunk.find(b"\n")
+        if first_break < 0:
             pieces, held, cut = _grow(pieces, held, cut, chunk)
             continue
-        pieces, held, cut = _grow(pieces, held, cut, chunk[:nl])
-        lines = [b"".join(pieces)]
+        pieces, held, cut = _grow(pieces, held, cut, chunk[:first_break])
         long = {0: held} if cut else {}
-        rest = chunk[nl + 1:].split(b"\n")
-        tail = rest.pop()
-        if len(chunk) > MAX_LINE_BYTES:  # only then can a line inside one chunk be too long
-            for index, line in enumerate(rest):
+        last_break = chunk.rfind(b"\n")
+        middle = chunk[first_break:last_break + 1]
+        if len(middle) > MAX_LINE_BYTES:  # only then can a whole line inside one chunk be too long
+            lines = middle[1:-1].split(b"\n") if len(middle) > 1 else []
+            for index, line in enumerate(lines):
                 if len(line) > MAX_LINE_BYTES:
-                    long[1 + index], rest[index] = len(line), line[:LONG_LINE_HEAD_BYTES]
-        lines.extend(rest)
+                    long[1 + index], lines[index] = len(line), line[:LONG_LINE_HEAD_BYTES]
+            middle = b"\n" + b"\n".join(lines) + b"\n" if lines else middle
+        block = b"".join(pieces) + middle
+        tail = chunk[last_break + 1:]
         pieces, held, cut = _grow([], 0, False, tail) if tail else ([], 0, False)
-        yield lines, long
+        yield block, long
     if pieces or cut:
-        yield [b"".join(pieces)], ({0: held} if cut else {})
+        yield b"".join(pieces), ({0: held} if cut else {})
+
+
+def _skip_line(stream: BinaryIO, chunk_bytes: int) -> int:
+    """Read past the next line feed (or to the end); returns how many bytes that was and leaves the stream there."""
+    consumed = 0
+    while chunk := stream.read(chunk_bytes):
+        found = chunk.find(b"\n")
+        if found >= 0:
+            stream.seek(found + 1 - len(chunk), os.SEEK_CUR)
+            return consumed + found + 1
+        consumed += len(chunk)
+    return consumed
 
 
 def _decode_head(head: bytes) -> tuple[str, bool]:
@@ -168,32 +195,81 @@ def _batch(uri: str | None, lines: list[bytes], long: dict[int, int]):
     })
 
 
-def _partitions(uri: str):
-    """One file as the batches of one Spark partition: as many rows per batch as Spark hands a worker, the first
-    batch starting the block (the file name on its first row), the others continuing it."""
+def _lines_batch(uri: str | None, block: int | None, data: bytes, long: dict[int, int]):
+    """The lines of one buffer (whole lines, see :func:`line_blocks`) as the Arrow batch :func:`_batch` gives, built
+    without a Python object per line: the line feeds are taken out in one copy and the offsets point into it. A
+    buffer with a line that is not UTF-8 or longer than MAX_LINE_BYTES goes through :func:`_batch`."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
-    # as Spark names a local file, percent-encoded: Arrow holds only UTF-8, a file name may hold any byte
-    spark_uri = "file:" + quote(local_path(uri), safe="/", errors="surrogateescape")
-    held: list[bytes] = []
-    long: dict[int, int] = {}
+    from flink_runbooks.collect.scan import _DIST_JAR_JAVA, MAX_LINE_CHARS, MAX_RECORD_LINE_CHARS
+
+    raw = np.frombuffer(data, dtype=np.uint8)
+    breaks = np.flatnonzero(raw == 10)
+    n = len(breaks) + (0 if data.endswith(b"\n") else 1)
+    lines_only = raw[raw != 10]
+    starts = np.concatenate(([0], breaks[: n - 1] + 1)) - np.arange(n)  # line starts once the line feeds are out
+    offsets = np.append(starts, len(lines_only)).astype(np.int32)  # a block is a few megabytes
+    texts = pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(lines_only))
+    try:
+        if long:
+            raise ValueError("a line longer than MAX_LINE_BYTES")
+        texts.validate(full=True)
+    except (pa.ArrowInvalid, ValueError):
+        lines = data.split(b"\n")
+        if data.endswith(b"\n"):
+            lines.pop()
+        batch = _batch(uri, lines, long)
+        return batch if block is None else batch.set_column(4, "block", pa.array([block] + [None] * (n - 1), pa.int64()))
+    sizes = np.diff(offsets)
+    binary = np.zeros(n, dtype=bool)
+    nul = np.flatnonzero(lines_only == 0)
+    if len(nul):
+        binary[np.searchsorted(offsets, nul, side="right") - 1] = True
+    if (sizes > 4 * MAX_LINE_CHARS).any() or (sizes > MAX_RECORD_LINE_CHARS).any():
+        # as the Spark projection cuts: a JSON record line keeps more than any other line
+        json_line = pc.starts_with(texts, "{").to_numpy(zero_copy_only=False)
+        record_cut = json_line & (sizes > MAX_RECORD_LINE_CHARS)
+        line_cut = ~json_line & (sizes > 4 * MAX_LINE_CHARS)
+        texts = pc.if_else(pa.array(record_cut), pc.utf8_slice_codeunits(texts, 0, MAX_RECORD_LINE_CHARS),
+                           pc.if_else(pa.array(line_cut), pc.utf8_slice_codeunits(texts, 0, MAX_LINE_CHARS), texts))
+    dist: list[str | None] = [None] * n
+    named = np.flatnonzero(pc.match_substring(texts, "flink-dist").to_numpy(zero_copy_only=False))
+    if len(named):
+        dist_jar = re.compile(_DIST_JAR_JAVA)
+        for index, text in zip(named.tolist(), texts.take(pa.array(named)).to_pylist()):
+            m = dist_jar.search(text)
+            dist[index] = m.group(1) if m else ""
+    return pa.RecordBatch.from_pydict({
+        "text": texts,
+        "bin": pa.array(binary),
+        "bad": pa.array(np.zeros(n, dtype=bool)),
+        "file": pa.array([uri] + [None] * (n - 1), pa.string()),
+        "block": pa.array([block if uri is not None else None] + [None] * (n - 1), pa.int64()),
+        "dist": pa.array(dist, pa.string()),
+        "size": pa.array(sizes.astype(np.int64)),
+    })
+
+
+def spark_name(uri: str) -> str:
+    """A local file as Spark names it, percent-encoded: Arrow holds only UTF-8, a file name may hold any byte."""
+    return "file:" + quote(local_path(uri), safe="/", errors="surrogateescape")
+
+
+def _partitions(uri: str, start: int = 0, end: int | None = None):
+    """The lines of one file, or of its split ``[start, end)``, as the batches of one Spark partition: the first
+    batch starts the block (the file name and the block's first byte on its first row), the others continue it."""
     first = True
     with _open(local_path(uri)) as fh:
-        for lines, cut in read_lines(fh):
-            long.update({len(held) + i: n for i, n in cut.items()})
-            held.extend(lines)
-            while len(held) >= ARROW_BATCH_ROWS:
-                yield _batch(spark_uri if first else None, held[:ARROW_BATCH_ROWS],
-                             {i: n for i, n in long.items() if i < ARROW_BATCH_ROWS})
-                held = held[ARROW_BATCH_ROWS:]
-                long = {i - ARROW_BATCH_ROWS: n for i, n in long.items() if i >= ARROW_BATCH_ROWS}
-                first = False
-    if held:
-        yield _batch(spark_uri if first else None, held, long)
+        for data, long in line_blocks(fh, start, end):
+            yield _lines_batch(spark_name(uri) if first else None, start if first else None, data, long)
+            first = False
 
 
-def scan_locally(log_uris: Sequence[str], detectors: Sequence | None = None) -> list[dict]:
-    """Rows of the scan (records and per-block statistics), as ``scan_logs(...).toArrow().to_pylist()`` gives them,
-    with file names decoded as the driver decodes Spark's (``file:/path``)."""
+def scan_locally(log_uris: Sequence[str], detectors: Sequence | None = None) -> Iterator[dict]:
+    """Rows of the scan (records, folded repeats and per-block statistics), as the Spark scan gives them, with file
+    names decoded as the driver decodes Spark's (``file:/path``)."""
     from flink_runbooks.collect.scan import _assemble_partition, line_patterns
 
     import pyarrow as pa
@@ -217,7 +293,9 @@ def scan_locally(log_uris: Sequence[str], detectors: Sequence | None = None) -> 
             yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
 
     patterns = line_patterns(detectors)
-    rows = [row for out in _assemble_partition(batches(), patterns) for row in out.to_pylist()]
-    for row in rows:
-        row["file"] = _from_spark(row["file"])
-    return rows
+    for out in _assemble_partition(batches(), patterns):
+        for row in out.to_pylist():
+            row["file"] = _from_spark(row["file"]) if row["file"] else row["file"]
+            if row["last_file"]:
+                row["last_file"] = _from_spark(row["last_file"])
+            yield row

@@ -145,21 +145,26 @@ def _assemble_partition(batches, patterns: dict[str, str]):
     import numpy as np
     import pyarrow as pa
 
+    from flink_runbooks.collect.fold import DROPPED, Folder, fingerprint
     from flink_runbooks.parse.records import RecordAssembler, parse_exception_line
 
     names = _arrow_schema().names
     state = {"file": None, "block": None, "asm": RecordAssembler(), "index": 0, "lines": 0, "headers": 0,
              "exc": 0, "binary": 0, "invalid": 0, "layouts": collections.Counter(), "dist": collections.Counter(),
-             "header_pending": False, "bytes": 0, "long": 0, "first_long": None}
+             "header_pending": False, "bytes": 0, "long": 0, "first_long": None, "kept": 0}
     out: list[dict] = []
+
+    folder = Folder()
 
     def emit(rec) -> None:
         if rec is None:
             return
-        out.append({"kind": "record", "file": state["file"], "block": state["block"], "line_index": rec.line_index,
-                    "ts": rec.ts, "level": rec.level, "logger": rec.logger, "thread": rec.thread,
-                    "message": rec.message, "layout": rec.layout, "chain": rec.chain, "frames": rec.frames,
-                    "body": rec.body, "truncated": rec.truncated})
+        row = {"kind": "record", "file": state["file"], "block": state["block"], "line_index": rec.line_index,
+               "ts": rec.ts, "level": rec.level, "logger": rec.logger, "thread": rec.thread,
+               "message": rec.message, "layout": rec.layout, "chain": rec.chain, "frames": rec.frames,
+               "body": rec.body, "truncated": rec.truncated}
+        row["fingerprint"] = fingerprint(row)
+        folder.add(row)
         if rec.layout:
             state["layouts"][rec.layout] += 1
         for follower in rec.followers:
@@ -173,10 +178,11 @@ def _assemble_partition(batches, patterns: dict[str, str]):
                     "headers": state["headers"], "exception_lines": state["exc"], "binary_lines": state["binary"],
                     "invalid_lines": state["invalid"],
                     "layouts": json.dumps(state["layouts"]), "dist_versions": json.dumps(state["dist"]),
-                    "bytes": state["bytes"], "long_lines": state["long"], "first_long_line": state["first_long"]})
+                    "bytes": state["bytes"], "long_lines": state["long"], "first_long_line": state["first_long"],
+                    "kept_lines": state["kept"]})
         state.update(asm=RecordAssembler(), index=0, lines=0, headers=0, exc=0, binary=0, invalid=0,
                      layouts=collections.Counter(), dist=collections.Counter(), header_pending=False, bytes=0,
-                     long=0, first_long=None)
+                     long=0, first_long=None, kept=0)
 
     def flush_out():
         rows = {n: [r.get(n) for r in out] for n in names}
@@ -201,6 +207,7 @@ def _assemble_partition(batches, patterns: dict[str, str]):
             if version:
                 state["dist"][version] += 1
         kept = np.flatnonzero(keep)
+        state["kept"] += len(kept)
         headers_before = np.cumsum(header)  # headers at or before each line
         previous = -1
         for position, text in zip(kept.tolist(), texts.take(kept).to_pylist()):
@@ -244,7 +251,15 @@ def _assemble_partition(batches, patterns: dict[str, str]):
         if len(out) >= 5000:
             yield flush_out()
     close_block()
-    if out:
+    # the partition's records, folded: its first and last ones of each fingerprint and a count of the others
+    out.extend(folder.records())
+    out.extend(folder.repeat_rows())
+    if folder.dropped:
+        out.append({"kind": "repeat", "fingerprint": DROPPED, "count": folder.dropped})
+    rows = list(out)
+    out.clear()
+    for start in range(0, len(rows), 5000):
+        out.extend(rows[start:start + 5000])
         yield flush_out()
 
 
@@ -262,8 +277,34 @@ def _arrow_schema():
         ("lines", pa.int64()), ("headers", pa.int64()), ("exception_lines", pa.int64()),
         ("binary_lines", pa.int64()), ("invalid_lines", pa.int64()), ("layouts", pa.string()),
         ("dist_versions", pa.string()), ("bytes", pa.int64()), ("long_lines", pa.int64()),
-        ("first_long_line", pa.int64()),
+        ("first_long_line", pa.int64()), ("kept_lines", pa.int64()),
+        # folded records (kind "repeat", see collect/fold.py): how many, the first (file, block, line_index, ts
+        # above) and the last of them
+        ("fingerprint", pa.string()), ("count", pa.int64()), ("last_file", pa.string()), ("last_block", pa.int64()),
+        ("last_line_index", pa.int64()), ("last_ts", pa.string()),
     ])
+
+
+# Rows the driver fetches at a time from the scan's results.
+FETCH_ROWS = 20_000
+
+
+def stream_rows(df):
+    """The rows of a scan DataFrame as dicts, a bounded number at a time: computed on every worker at once and held
+    there (the folded rows of a partition are few), then fetched in slices of about :data:`FETCH_ROWS`, so no result
+    holds everything (``spark.driver.maxResultSize`` bounds each fetch, not the input)."""
+    from pyspark import StorageLevel
+
+    held = df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        rows = held.count()
+        # one fetch job per slice (each costs a scheduling round trip): as few as the bound allows (coalescing never
+        # makes more partitions than there are)
+        for row in held.coalesce(max(1, -(-rows // FETCH_ROWS))).toLocalIterator():
+            yield row.asDict(recursive=True)
+    finally:
+        held.unpersist()
+
 
 
 def _spark_schema():
@@ -322,7 +363,7 @@ def is_small_file(uri: str, size: int) -> bool:
 def scan_small_files(spark, log_uris: Sequence[str], detectors: Sequence | None = None):
     """Small files through the same workers as :func:`scan_logs`, read whole and many to a partition; each file's
     lines are exploded in order and its first line carries its name, as a block start does in the line scan.
-    Returns the rows (this job needs its own file-packing settings)."""
+    Yields the rows (this job needs its own file-packing settings while it runs)."""
     from pyspark.sql import functions as F
 
     from flink_runbooks.collect.spark import SPLIT_BYTES
@@ -350,7 +391,7 @@ def scan_small_files(spark, log_uris: Sequence[str], detectors: Sequence | None 
             # decoded already (see above), so only close to the file's bytes; small files are never checked by it
             F.octet_length(value).cast("long").alias("size"),
         )
-        return projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns),
-                                    _spark_schema()).toArrow().to_pylist()
+        yield from stream_rows(projected.mapInArrow(functools.partial(_assemble_partition, patterns=patterns),
+                                                    _spark_schema()))
     finally:
         spark.conf.set("spark.sql.files.openCostInBytes", str(SPLIT_BYTES))

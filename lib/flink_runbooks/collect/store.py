@@ -7,7 +7,7 @@ import pathlib
 from dataclasses import asdict
 
 from flink_runbooks.parse.config import ConfigSource, EffectiveConfig
-from flink_runbooks.model import Event, Incident, InputFile
+from flink_runbooks.model import Event, Folded, Incident, InputFile
 
 EVENTS = "events.parquet"
 META = "incident.json"
@@ -28,6 +28,8 @@ def save_incident(incident: Incident, directory: str | pathlib.Path) -> pathlib.
         "version_source": incident.version_source,
         "inputs": [asdict(f) for f in incident.inputs],
         "warnings": incident.warnings,
+        "folded": [asdict(f) for f in incident.folded],
+        "scan": incident.scan,
         "config_file": {"path": cfg.file_path, "format": cfg.file_format, "text": cfg.file_text},
         "config": _config_history(cfg),
     }
@@ -63,7 +65,8 @@ def load_incident(directory: str | pathlib.Path) -> Incident:
         config.set_file(cf["path"], cf.get("text"), cf.get("format"))
     return Incident(events=events, config=config, flink_version=meta.get("flink_version"),
                     version_source=meta.get("version_source"),
-                    inputs=[InputFile(**f) for f in meta.get("inputs", [])], warnings=meta.get("warnings", []))
+                    inputs=[InputFile(**f) for f in meta.get("inputs", [])], warnings=meta.get("warnings", []),
+                    folded=[Folded(**f) for f in meta.get("folded", [])], scan=meta.get("scan", {}))
 
 
 def _events_schema():

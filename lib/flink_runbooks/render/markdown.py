@@ -50,7 +50,7 @@ def render_markdown(report: "TriageReport") -> str:
     inc = d.incident
     version = f"Flink {code_span(inc.flink_version)}" if inc.flink_version else "Flink version unknown"
     lines = ["# Triage report", "",
-             f"{version}; {len(inc.inputs)} input file(s), {len(inc.events)} records kept.", ""]
+             f"{version}; {len(inc.inputs)} input file(s), {inc.records_summary()}.", ""]
     for w in list(inc.warnings) + list(d.errors):
         lines.append(f"- warning: {code_span(w)}")
     if not d.findings:

@@ -25,7 +25,8 @@ def diagnosis_dict(diagnosis: Diagnosis) -> dict[str, Any]:
         "version_source": inc.version_source,
         "inputs": {
             "files": [asdict(f) for f in inc.inputs],
-            "events": len(inc.events),
+            # records read (kept and folded repeats): the same whatever the folding keeps
+            "events": inc.records_read,
             "config_keys": len(inc.config),
             "config_file": inc.config.file_path,
         },
@@ -68,7 +69,7 @@ def to_text(diagnosis: Diagnosis, *, color: bool = False) -> str:
     version = one_line(inc.flink_version or "unknown")
     logs = sum(1 for f in inc.inputs if f.kind == "log")
     lines.append(f"Flink {version}" + (f" ({one_line(inc.version_source)})" if inc.version_source else "")
-                 + f"; {logs} log file(s), {len(inc.events)} records kept, {len(inc.config)} config keys")
+                 + f"; {logs} log file(s), {inc.records_summary()}, {len(inc.config)} config keys")
     for w in list(inc.warnings) + list(diagnosis.errors):
         lines.append(f"warning: {one_line(w)}")
     if not diagnosis.findings:

@@ -1,6 +1,10 @@
 """Write a realistic incident bundle of a given size: one JobManager and many TaskManagers, rolled and gzipped
 files, three layouts, long stack traces, and two genuine incidents injected at known places.
 
+Two shapes: ``healthy`` (below) and ``crashloop`` (:mod:`.crashloop`: every process restarts every few minutes, each
+start replays a genuine start-up section, each TaskManager death restarts the job), which ends with the same
+incident.
+
 Layout of a bundle::
 
     flink-conf.yaml                                  the configuration of the injected incident
@@ -12,7 +16,7 @@ Layout of a bundle::
 
 The history is noise a healthy job writes: user-code INFO lines, checkpoint lifecycle, Kafka chatter and WARN
 records with 30-frame stack traces. Injected incidents keep their own lines; only their timestamps are shifted so
-they fit the timeline. Generation is deterministic for a given size.
+they fit the timeline. Generation is deterministic for a given size, seed and shape.
 """
 from __future__ import annotations
 
@@ -35,6 +39,7 @@ EARLIER_INCIDENT = DATA / "kafka-offset-commit-failure" / "coordinator-unavailab
 ROLL_BYTES = 32 * 1024 * 1024
 JOBMANAGER_SHARE = 0.08
 TASKMANAGERS = 12
+SHAPES = ("healthy", "crashloop")
 NOISE_JOB = "7d3c2f0e8b1a4c6d9e5f0a1b2c3d4e5f"
 _LOG4J_TS = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}),(\d{3})")
 
@@ -128,10 +133,10 @@ def _taskmanager_noise(rng: random.Random, clock: _Clock, subtask: int) -> list[
     return lines
 
 
-def _jobmanager_noise(rng: random.Random, clock: _Clock, checkpoint: list[int]) -> list[str]:
+def _jobmanager_noise(rng: random.Random, clock: _Clock, checkpoint: list[int], checkpoints: int = 40) -> list[str]:
     """A healthy JobManager: checkpoints triggered and completed every few seconds, source coordinator chatter."""
     lines = []
-    for _ in range(40):
+    for _ in range(checkpoints):
         checkpoint[0] += 1
         n = checkpoint[0]
         clock.tick(rng.randint(2000, 3000))
@@ -241,15 +246,18 @@ class _RolledWriter:
         return len(self.files) - 1, self._lines + 1
 
     def write(self, lines: list[str]) -> None:
+        self.write_text("\n".join(lines) + "\n", len(lines))
+
+    def write_text(self, text: str, lines: int) -> None:
+        """Write ``lines`` lines already joined, each ending with a newline."""
         if self._fh is None or self._file_bytes >= ROLL_BYTES:
             self._close_current()
             self._open()
-        text = "\n".join(lines) + "\n"
         self._fh.write(text)
         size = len(text.encode("utf-8")) if not text.isascii() else len(text)
         self._file_bytes += size
         self.written += size
-        self._lines += len(lines)
+        self._lines += lines
 
     def full(self) -> bool:
         return self.written >= self.budget
@@ -272,7 +280,9 @@ class _RolledWriter:
             path.rename(target)
             if index == 0 and self.gzip_oldest and age:
                 gz = target.with_name(target.name + ".gz")
-                with open(target, "rb") as src, gzip.open(gz, "wb", compresslevel=1) as dst:
+                # mtime=0: the same bundle byte for byte at every run
+                with open(target, "rb") as src, open(gz, "wb") as raw, \
+                        gzip.GzipFile(target.name, "wb", compresslevel=1, fileobj=raw, mtime=0) as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
                 target.unlink()
                 target = gz
@@ -280,18 +290,23 @@ class _RolledWriter:
         return final
 
 
-def generate(out: pathlib.Path, size_bytes: int, seed: int = 7) -> dict:
-    """Write a bundle of about ``size_bytes`` of logs (uncompressed) into ``out`` and return its manifest: where
-    each injected incident sits (file, first line) and the exact uncompressed log bytes."""
+def generate(out: pathlib.Path, size_bytes: int, seed: int = 7, shape: str = "healthy") -> dict:
+    """Write a bundle of about ``size_bytes`` of logs (uncompressed) into ``out`` and return its manifest: the
+    shape, where each injected incident sits (file, first line), the process starts written before the incident
+    and the exact uncompressed log bytes."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r} (one of {', '.join(SHAPES)})")
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
+    if shape == "crashloop":
+        from flink_runbooks.apps.bench.crashloop import generate_crashloop
+
+        return generate_crashloop(out, size_bytes, seed)
     rng = random.Random(seed)
-    main_logs = {p.name: p for p in (MAIN_INCIDENT / "log").iterdir()}
+    main_logs = main_incident_logs(out)
     jm_incident = _read_lines(main_logs["flink-flink-standalonesession-0-vm.log"])
     tm_incident = _read_lines(main_logs["flink-flink-taskexecutor-0-vm.log"])
-    shutil.copy(MAIN_INCIDENT / "flink-conf.yaml", out / "flink-conf.yaml")
-    shutil.copy(main_logs["flink-flink-client-vm.log"], out / "flink-flink-client-vm.log")
     incident_start = dt.datetime.fromtimestamp(_first_ms(jm_incident) / 1000, dt.timezone.utc)
 
     history_bytes = max(size_bytes - sum(p.stat().st_size for p in main_logs.values()), 0)
@@ -299,7 +314,7 @@ def generate(out: pathlib.Path, size_bytes: int, seed: int = 7) -> dict:
     # time (the same rate at every size, so bigger bundles cover a longer history).
     span_ms = max(history_bytes // 40, 60_000)
     history_start = incident_start - dt.timedelta(milliseconds=span_ms)
-    manifest = {"size_bytes": size_bytes, "seed": seed, "injected": [], "files": 0}
+    manifest = {"size_bytes": size_bytes, "seed": seed, "shape": "healthy", "starts": 0, "injected": [], "files": 0}
     log_bytes = sum(p.stat().st_size for p in main_logs.values())
 
     jm_dir = out / "jobmanager"
@@ -362,6 +377,14 @@ def generate(out: pathlib.Path, size_bytes: int, seed: int = 7) -> dict:
     return manifest
 
 
+def main_incident_logs(out: pathlib.Path) -> dict[str, pathlib.Path]:
+    """Copy the main incident's configuration and client log into ``out``; its log files by name."""
+    main_logs = {p.name: p for p in (MAIN_INCIDENT / "log").iterdir()}
+    shutil.copy(MAIN_INCIDENT / "flink-conf.yaml", out / "flink-conf.yaml")
+    shutil.copy(main_logs["flink-flink-client-vm.log"], out / "flink-flink-client-vm.log")
+    return main_logs
+
+
 def _last_ms(lines: list[str]) -> int:
     return _first_ms(lines[::-1])
 
@@ -369,10 +392,12 @@ def _last_ms(lines: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write a benchmark incident bundle; print its manifest.")
     parser.add_argument("out", type=pathlib.Path)
-    parser.add_argument("--size", default="100MB", help="uncompressed size, e.g. 100MB, 1GB, 5GB")
+    parser.add_argument("--size", default="100MB", help="uncompressed size, e.g. 100MB, 1GB, 10GB")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--shape", choices=SHAPES, default="healthy",
+                        help="healthy: a long-running cluster; crashloop: processes restarting every few minutes")
     args = parser.parse_args(argv)
-    manifest = generate(args.out, parse_size(args.size), args.seed)
+    manifest = generate(args.out, parse_size(args.size), args.seed, args.shape)
     print(json.dumps(manifest, indent=2))
     return 0
 
