@@ -20,9 +20,10 @@ test: setup
 test-fast: setup
 	$(BIN)/python -m pytest -q $(PARALLEL) -m "not notebook and not cluster and not slow"
 
-# Generated bundles of 100 MB, 1 GB and 5 GB (cached in build/bench); figures to build/bench/results.md.
+# Generated bundles of 100 MB, 1 GB and 10 GB in two shapes, healthy and crash-looping (cached in build/bench);
+# figures to build/bench/results.md. SIZES=100MB,1GB and SHAPES=crashloop narrow it.
 bench: setup
-	$(BIN)/python -m flink_runbooks.apps.bench $(if $(SIZES),--sizes $(SIZES)) --with-tests --readme
+	$(BIN)/python -m flink_runbooks.apps.bench $(if $(SIZES),--sizes $(SIZES)) $(if $(SHAPES),--shapes $(SHAPES)) --with-tests --readme
 
 site: setup
 	$(BIN)/flink-runbooks site --out build/site

@@ -35,7 +35,7 @@ import pathlib
 
 from flink_runbooks.apps.bench.generate import (
     DATA, EARLIER_INCIDENT, MAIN_INCIDENT, NOISE_JOB, ROLL_BYTES, _Clock, _first_ms, _jobmanager_noise, _last_ms,
-    _LOG4J_TS, _read_lines, _RolledWriter, _shift_timestamps, _taskmanager_noise, main_incident_logs,
+    _LOG4J_TS, _read_lines, _RolledWriter, _shift_timestamps, _taskmanager_noise, finish_manifest, main_incident_logs,
 )
 
 TASKMANAGERS = 8
@@ -313,12 +313,7 @@ def generate_crashloop(out: pathlib.Path, size_bytes: int, seed: int) -> dict:
     (jm_dir / jm_name).write_text("\n".join(jm_incident) + "\n", encoding="utf-8")
     manifest["injected"].insert(0, {"incident": str(MAIN_INCIDENT.relative_to(DATA)),
                                     "file": f"jobmanager/{jm_name}", "line": 1})
-
-    files = [p for p in out.rglob("*") if p.is_file()]
-    manifest["files"] = len(files)
-    manifest["bytes_on_disk"] = sum(p.stat().st_size for p in files)
-    manifest["log_bytes"] = log_bytes
-    return manifest
+    return finish_manifest(out, manifest, log_bytes)
 
 
 def _write_taskmanager(out: pathlib.Path, tm: int, rng: random.Random, examples: _Examples, stamp: _Stamp,

@@ -370,6 +370,11 @@ def generate(out: pathlib.Path, size_bytes: int, seed: int = 7, shape: str = "he
             (tm_dir / name).write_text("\n".join(tm_incident) + "\n", encoding="utf-8")
             manifest["injected"].append({"incident": str(MAIN_INCIDENT.relative_to(DATA)),
                                          "file": f"taskmanager-00/{name}", "line": 1})
+    return finish_manifest(out, manifest, log_bytes)
+
+
+def finish_manifest(out: pathlib.Path, manifest: dict, log_bytes: int) -> dict:
+    """The manifest with what was written: files, bytes on disk, uncompressed log bytes."""
     files = [p for p in out.rglob("*") if p.is_file()]
     manifest["files"] = len(files)
     manifest["bytes_on_disk"] = sum(p.stat().st_size for p in files)
