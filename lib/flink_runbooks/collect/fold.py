@@ -20,23 +20,29 @@ from typing import Iterable, Iterator
 
 KEEP_FIRST = 50
 KEEP_LAST = 200
+# Configuration lines repeat word for word at every start and only the latest value counts: fewer are kept.
+CONFIG_KEEP_FIRST = 2
+CONFIG_KEEP_LAST = 8
 MAX_FINGERPRINTS = 20_000
+_CONFIG_KIND = "config"
 # the fingerprint of a repeat row that counts records dropped beyond MAX_FINGERPRINTS
 DROPPED = "\x00dropped"
 
-_VARIABLE = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}|\b[0-9a-fA-F]{16,}\b|\d+")
-_PER_FILE = re.compile(r"Starting \w+.* \(Version: |Starting TaskManager with ResourceID: ")
+# UUIDs, ids in hexadecimal (also inside a longer token: an attempt id is two of them joined with "_"), numbers
+_VARIABLE = re.compile(r"[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}|(?=[0-9a-f]*\d)[0-9a-f]{8,}|\d+")
+# Which process a file is, and the "-D" that marks the next program argument as a property (per file, so each kept
+# property keeps the marker before it)
+_PER_FILE = re.compile(r"Starting \w+.* \(Version: |Starting TaskManager with ResourceID: |^\s*-D$")
 _CONFIGURATION = re.compile(r"Loading (?:dynamic )?configuration property: |^\s*(?:dynamic_configs|jvm_params): "
-                            r"|^\s{2,}[a-z][\w.-]*=|^\s*-D$")
+                            r"|^\s{2,}[a-z][\w.-]*=")
 
 
 def fingerprint(row: dict) -> str:
     """What a record says, without the numbers and ids that change from one repetition to the next."""
     message = row.get("message") or ""
     if _CONFIGURATION.search(message):
-        head = message
-    else:
-        head = _VARIABLE.sub("#", message[:500])
+        return f"{_CONFIG_KIND}\x1f{row.get('file') or ''}\x1f{message}"
+    head = _VARIABLE.sub("#", message[:500])
     chain = "|".join(f"{c['cls']}:{_VARIABLE.sub('#', (c.get('message') or '')[:200])}" for c in row.get("chain") or [])
     where = row.get("file") or "" if _PER_FILE.search(message) else ""
     return f"{where}\x1f{row.get('level') or ''}\x1f{row.get('logger') or ''}\x1f{head}\x1f{chain}"
@@ -74,7 +80,6 @@ class Folder:
         self.keep_first, self.keep_last, self.max_fingerprints = keep_first, keep_last, max_fingerprints
         self.kept: dict[str, list[dict]] = {}
         self.omitted: dict[str, Omitted] = collections.defaultdict(Omitted)
-        self.samples: dict[str, dict] = {}  # a whole record of each fingerprint that has omitted ones
         self.dropped = 0  # records of fingerprints beyond max_fingerprints
         self.received = 0
 
@@ -99,15 +104,20 @@ class Folder:
         if len(rows) > 2 * (self.keep_first + self.keep_last):
             self._trim(fp)
 
+    def _limits(self, fp: str) -> tuple[int, int]:
+        if fp.startswith(_CONFIG_KIND + "\x1f"):
+            return min(self.keep_first, CONFIG_KEEP_FIRST), min(self.keep_last, CONFIG_KEEP_LAST)
+        return self.keep_first, self.keep_last
+
     def _trim(self, fp: str) -> None:
         rows = self.kept[fp]
-        if len(rows) <= self.keep_first + self.keep_last:
+        first, last = self._limits(fp)
+        if len(rows) <= first + last:
             return
         rows.sort(key=_order)
-        middle = rows[self.keep_first:len(rows) - self.keep_last]
+        middle = rows[first:len(rows) - last]
         self.omitted[fp].add(len(middle), _place(middle[0]), _place(middle[-1]))
-        self.samples.setdefault(fp, middle[-1])
-        del rows[self.keep_first:len(rows) - self.keep_last]
+        del rows[first:len(rows) - last]
 
     def records(self) -> Iterator[dict]:
         """Every kept record, each fingerprint trimmed to its first and last ones."""

@@ -76,11 +76,7 @@ class SignatureMatcher:
         except ImportError:
             hyperscan = None
         if hyperscan is not None and self.signatures:
-            database = hyperscan.Database()
-            database.compile(expressions=[single_line(s).encode() for s in self.signatures],
-                             ids=list(range(len(self.signatures))),
-                             flags=[hyperscan.HS_FLAG_MULTILINE] * len(self.signatures))
-            self._database = database
+            self._database = _compiled(hyperscan, [single_line(s) for s in self.signatures])
         self._groups = ["|".join(f"(?:{s})" for s in self.signatures[i:i + _RE2_GROUP])
                         for i in range(0, len(self.signatures), _RE2_GROUP)]
 
@@ -125,6 +121,37 @@ class SignatureMatcher:
         for group in self._groups:
             keep |= pc.match_substring_regex(texts, group).fill_null(False).to_numpy(zero_copy_only=False)
         return keep
+
+
+def _compiled(hyperscan, expressions: list[str]):
+    """The Hyperscan database for ``expressions``: compiling takes about half a second, which a pasted stack trace
+    would pay at every run, so the compiled form is kept in the user's cache directory (rebuilt when missing,
+    unreadable or made by another version of the signatures or of Hyperscan)."""
+    import hashlib
+    import os
+    import pathlib
+    import tempfile
+
+    key = hashlib.sha256("\n".join([getattr(hyperscan, "__version__", "")] + expressions).encode()).hexdigest()[:32]
+    cache = pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / "flink-runbooks"
+    path = cache / f"signatures-{key}.hsdb"
+    try:
+        database = hyperscan.loadb(path.read_bytes(), hyperscan.HS_MODE_BLOCK)
+        database.scratch = hyperscan.Scratch(database)  # a loaded database comes without one
+        return database
+    except Exception:  # missing, truncated or from another build: compile it again
+        pass
+    database = hyperscan.Database()
+    database.compile(expressions=[e.encode() for e in expressions], ids=list(range(len(expressions))),
+                     flags=[hyperscan.HS_FLAG_MULTILINE] * len(expressions))
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=cache, delete=False) as fh:
+            fh.write(hyperscan.dumpb(database))
+        os.replace(fh.name, path)  # whole or not at all, whatever runs at the same time
+    except OSError:  # a read-only home: compile at every run
+        pass
+    return database
 
 
 @functools.lru_cache(maxsize=8)
