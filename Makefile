@@ -18,7 +18,7 @@ test: setup
 	$(BIN)/python -m pytest -q $(PARALLEL)
 
 test-fast: setup
-	$(BIN)/python -m pytest -q $(PARALLEL) -m "not notebook and not cluster and not slow"
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not notebook and not cluster and not slow and not sweep"
 
 # Generated bundles of 100 MB, 1 GB and 10 GB in two shapes, healthy and crash-looping (cached in build/bench);
 # figures to build/bench/results.md. SIZES=100MB,1GB and SHAPES=crashloop narrow it.

@@ -65,6 +65,20 @@ def incident_from_files(directory, files: dict[str, str], version: str | None = 
     return ingest([str(directory)], flink_version=version)
 
 
+def swept(cases, ids):
+    """``cases`` (tuples whose first item is the runbook slug) as pytest parameters: the first case of each runbook
+    runs in every tier, the others carry the ``sweep`` mark (``make test`` runs them, ``make test-fast`` does not)."""
+    import pytest
+
+    seen: set[str] = set()
+    params = []
+    for case, case_id in zip(cases, ids):
+        marks = [pytest.mark.sweep] if case[0] in seen else []
+        seen.add(case[0])
+        params.append(pytest.param(*case, id=case_id, marks=marks))
+    return params
+
+
 def expected_incidents():
     """Every example incident with its expectations: (slug, name, path, expected dict)."""
     import json

@@ -16,6 +16,7 @@ from flink_runbooks.apps.bench import baselines
 from flink_runbooks.apps.bench.__main__ import injected_found, log_files
 from flink_runbooks.apps.bench.generate import generate, parse_size
 from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.collect.matcher import signature_matcher
 from flink_runbooks.collect.scan import line_patterns
 
 # its module-scoped fixtures are built once: every test of the module runs on one worker
@@ -43,19 +44,28 @@ def small_bundle(tmp_path_factory):
     return out, generate(out, parse_size("3MB"))
 
 
-def test_workers_and_python_keep_the_same_lines(example_lines):
-    # The workers run RE2 on the lookahead-free form; the plain-Python reader runs Python's re on the original.
+@pytest.mark.parametrize("every", [pytest.param(7, id="every-7th-line"),
+                                   pytest.param(1, id="every-line", marks=pytest.mark.sweep)])
+def test_workers_and_python_keep_the_same_lines(example_lines, every):
+    # The workers run RE2 (the structure of traces and dumps) and the signatures in one Hyperscan pass, on the
+    # lookahead-free form; the plain-Python reader runs Python's re on the original union of both (about 70 s for
+    # every example line, hence a seventh of them in the fast tier).
     patterns = line_patterns()
-    kept_re2 = pc.match_substring_regex(pa.array(example_lines), patterns["kept"]).to_pylist()
+    lines = example_lines[::every]
+    texts = pa.array(lines)
+    kept_by_workers = (pc.match_substring_regex(texts, patterns["structure"]).to_numpy(zero_copy_only=False)
+                       | signature_matcher(patterns["signatures"]).lines(texts))
     kept_python = re.compile(patterns["kept"])
-    differing = [line for line, flag in zip(example_lines, kept_re2) if flag != bool(kept_python.search(line))]
+    differing = [line for line, flag in zip(lines, kept_by_workers) if flag != bool(kept_python.search(line))]
     assert not differing, differing[:5]
+    assert kept_by_workers.sum() > len(lines) // 4
 
 
-@pytest.mark.slow  # grep -E over 10,000 lines with every signature: ~45 s
+@pytest.mark.slow  # grep -E with every signature takes about 4 ms a line: a twentieth of the example lines, ~25 s
 def test_grep_patterns_select_the_lines_the_workers_keep(example_lines, tmp_path):
+    lines = example_lines[::20]
     sample = tmp_path / "lines.log"
-    sample.write_text("\n".join(example_lines) + "\n", encoding="utf-8")
+    sample.write_text("\n".join(lines) + "\n", encoding="utf-8")
     patterns = line_patterns()
     kept = re.compile(patterns["kept"])
     pattern_file = tmp_path / "kept.patterns"
@@ -64,7 +74,7 @@ def test_grep_patterns_select_the_lines_the_workers_keep(example_lines, tmp_path
                           env={"LC_ALL": "C.UTF-8", "PATH": "/usr/bin:/bin"})
     assert done.returncode == 0 and not done.stderr, done.stderr
     by_grep = {int(line.split(b":", 1)[0]) for line in done.stdout.splitlines()}
-    by_python = {i + 1 for i, line in enumerate(example_lines) if kept.search(line)}
+    by_python = {i + 1 for i, line in enumerate(lines) if kept.search(line)}
     assert by_grep == by_python, sorted(by_grep ^ by_python)[:5]
 
 
@@ -82,6 +92,7 @@ def test_generated_bundle_has_rolled_files_layouts_and_the_incidents_where_plant
         "checkpoint-tolerable-failure-threshold", "storage-unwritable")
 
 
+@pytest.mark.slow  # Python's re over 3 MB with every signature: ~20 s
 def test_plain_python_reader_builds_the_same_records_as_spark(small_bundle, spark):
     path, _manifest = small_bundle
     incident = ingest([str(path)], spark)

@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 
-from conftest import DATA, expected_incidents, incident_from_files
+from conftest import DATA, expected_incidents, incident_from_files, swept
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.parse import layouts
 from flink_runbooks.parse.flink_messages import all_wordings, qualify, recognise
@@ -204,7 +204,7 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
 }
 
 
-@pytest.mark.parametrize("slug, name, path, expected", CASES, ids=[f"{c[0]}/{c[1]}" for c in CASES])
+@pytest.mark.parametrize("slug, name, path, expected", swept(CASES, [f"{c[0]}/{c[1]}" for c in CASES]))
 def test_every_paste_shape_gives_the_same_primary(slug, name, path, expected, tmp_path):
     results = run_case(tmp_path, path, expected, SHAPES)
     if "baseline" in results:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import expected_incidents
+from conftest import expected_incidents, swept
 from flink_runbooks.collect import local
 from flink_runbooks.collect.ingest import ingest
 from flink_runbooks.diagnose import run_detectors
@@ -19,7 +19,7 @@ def _diagnosis_json(path, spark) -> dict:
     return json.loads(to_json(run_detectors(ingest([str(path)], spark))))
 
 
-@pytest.mark.parametrize("slug,name,path,expected", INCIDENTS, ids=[f"{s}/{n}" for s, n, _, _ in INCIDENTS])
+@pytest.mark.parametrize("slug,name,path,expected", swept(INCIDENTS, [f"{s}/{n}" for s, n, _, _ in INCIDENTS]))
 def test_in_process_and_spark_give_the_same_json(spark, slug, name, path, expected):
     assert local.fits_locally([(str(p), p.stat().st_size) for p in path.rglob("*") if p.is_file()], []), \
         "every example incident is small enough to be read in process"

@@ -342,7 +342,22 @@ def test_full_build_publishes_every_runbook(built_site):
         assert json.loads((out / rb.notebook_copy).read_text()) == json.loads(rb.notebook.read_text())
         assert "data:image/png;base64," in page, f"{rb.slug}: the timeline plot"
         assert "open_runbook(" not in page, f"{rb.slug}: setup code is hidden"
+        # the root cause this runbook gives on its default incident, as pinned (it may be a secondary finding there)
+        assert f"<code>{_pinned_root_cause(rb.notebook)}</code>" in page, f"{rb.slug}: its verdict"
+        assert "patch-diff" in page or "<pre>" in page, f"{rb.slug}: its patch"
     assert site_links.broken_links(out) == []
+
+
+def _pinned_root_cause(notebook: pathlib.Path) -> str:
+    """The first root cause the golden pins give this notebook's runbook on the notebook's default incident."""
+    parameters = next(c.source for c in nbformat.read(notebook, as_version=4).cells
+                      if "parameters" in c.metadata.get("tags", []))
+    default = re.search(r'incident_paths = \["([^"]+)"\]', parameters).group(1)
+    pins = json.loads((ROOT / "tests" / "golden" / "diagnoses.json").read_text())
+    own = [f.split()[0].split("/", 1)[1] for f in pins[default.removeprefix("data/")]["findings"]
+           if f.startswith(f"{notebook.stem}/")]
+    assert own, f"{notebook.stem} gives no finding on its default incident {default}"
+    return own[0]
 
 
 @pytest.mark.notebook

@@ -25,6 +25,7 @@ SLUG = "checkpoint-tolerable-failure-threshold"
 TEST_NOTEBOOKS = ROOT / "tests" / "notebooks"
 
 
+@pytest.mark.notebook
 def test_triage_with_a_finding_writes_report_patches_and_executed_notebook(spark, tmp_path):
     src = example(SLUG, "storage-permission-denied")
     before = sorted((p, p.stat().st_mtime_ns) for p in src.rglob("*"))
@@ -57,6 +58,7 @@ def test_triage_of_a_healthy_incident_runs_nothing(spark, tmp_path):
     assert "No known failure found." in (tmp_path / "out" / "report.md").read_text()
 
 
+@pytest.mark.notebook
 def test_failing_hanging_and_dying_runbooks_are_reported_while_others_finish(spark, tmp_path):
     report = triage([str(example(SLUG, "storage-permission-denied"))], tmp_path / "out", spark=spark,
                     runbooks=["succeeds", "raises", "hangs", "kernel-dies"], runbooks_dir=TEST_NOTEBOOKS,
@@ -171,6 +173,7 @@ def test_webhook_round_trip_through_the_real_server(server):
     assert pathlib.Path(done["out"]).parent == (tmp / "runs").resolve()
 
 
+@pytest.mark.notebook
 def test_second_alert_for_a_running_incident_is_refused_and_the_server_keeps_serving(server):
     base, _tmp = server
     code, first = _request(f"{base}/alerts", _alert("incidents/storage-permission-denied"))

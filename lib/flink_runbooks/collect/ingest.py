@@ -27,7 +27,8 @@ from flink_runbooks.parse.config import (MAX_EFFECTIVE_KEYS, ConfigError, Config
 from flink_runbooks.model import ChainLink, Event, Folded, Incident, InputFile
 from flink_runbooks.parse.redact import redact_lines, redact_text, redact_value
 from flink_runbooks.collect.listing import (MAX_LINE_BYTES, SPARK_LINE_BYTES, InputError, _display, _for_spark,
-                                            _from_spark, _norm_uri, list_inputs, local_path, shown_path)
+                                            _from_spark, _norm_uri, list_inputs, local_path, row_files_from_spark,
+                                            shown_path)
 from flink_runbooks.collect.fold import Folder
 from flink_runbooks.collect.scan import is_small_file, scan_logs, scan_small_files, stream_rows
 
@@ -302,8 +303,9 @@ def _scan_with_spark(spark, uris: list[str], sizes: dict[str, int], total: int, 
     large = [uri for uri in remote if uri not in chosen]
     def scans():
         if ranged:
-            yield stream_rows(scan_ranges(spark, [(uri, sizes[uri]) for uri in ranged], detectors,
-                                          split_bytes or RANGE_BYTES))
+            partitions, ranges = scan_ranges(spark, [(uri, sizes[uri]) for uri in ranged], detectors,
+                                             split_bytes or RANGE_BYTES)
+            yield stream_rows(ranges, partitions)
         if large:
             yield stream_rows(scan_logs(spark, large, detectors, split_bytes))
         if small:
@@ -313,14 +315,11 @@ def _scan_with_spark(spark, uris: list[str], sizes: dict[str, int], total: int, 
     cut: set[str] = set()
     with watch_spark_scan(spark, total, progress):
         for scanned in scans():
-            for r in scanned:
-                r["file"] = _from_spark(r["file"]) if r["file"] else r["file"]
+            for r in map(row_files_from_spark, scanned):
                 if r["kind"] == "stats":
                     read[r["file"]] += r["bytes"]
                     if r["long_lines"]:
                         cut.add(r["file"])
-                elif r["kind"] == "repeat" and r["last_file"]:
-                    r["last_file"] = _from_spark(r["last_file"])
                 yield r
     for uri in large:
         f = _norm_uri(uri)

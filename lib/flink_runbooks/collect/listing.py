@@ -88,11 +88,6 @@ def local_path(uri: str) -> str | None:
     return os.path.abspath(_local(uri))
 
 
-def jvm_can_name(uri: str) -> bool:
-    """Whether the JVM can open this file: a name with bytes that are not UTF-8 cannot be spelt in Java."""
-    return not re.search("[\udc80-\udcff]", uri)
-
-
 def _local_matches(raw: str) -> list[str]:
     """An existing path is taken literally, even when its name holds glob characters; otherwise it is a glob."""
     import glob
@@ -246,7 +241,7 @@ def _add_local_file(path: str, listed: ListedInputs, seen: set[str], explicit: b
         return
     uri = "file://" + os.path.abspath(path)
     if path.lower().endswith(".gz") and (explicit or LOG_NAME.search(os.path.basename(path))):
-        problem, _longest = _gzip_check(path, head)
+        problem = gzip_problem(path, head)
         if problem:
             listed.warnings.append(f"{shown_path(path)} {problem}; skipped")
             return
@@ -262,22 +257,17 @@ def gzip_problem(path: str, head: bytes | None = None) -> str | None:
     """Why a ``.gz`` file cannot be read as a log (not gzip, truncated, corrupt, a bomb, a line too long), or None.
 
     Reading it through once here costs about a second per 300 MB decompressed and saves the scan from a Java error
-    (truncated or corrupt data) or a heap exhausted by a single endless line."""
-    return _gzip_check(path, head)[0]
-
-
-def _gzip_check(path: str, head: bytes | None = None) -> tuple[str | None, int]:
-    """:func:`gzip_problem` and the length of the longest line once decompressed (exact above 8 MiB: one
-    decompressed piece is at most that, so a longer line always spans pieces)."""
+    (truncated or corrupt data) or a heap exhausted by a single endless line. A line is measured across decompressed
+    pieces (one piece is at most 8 MiB, so a longer line always spans pieces)."""
     import zlib
 
     if head is None:
         with open(path, "rb") as fh:
             head = fh.read(2)
     if head != b"\x1f\x8b":
-        return "is named .gz but is not gzip-compressed", 0
+        return "is named .gz but is not gzip-compressed"
     size = max(os.path.getsize(path), 1)
-    out_total, line, longest = 0, 0, 0
+    out_total, line = 0, 0
     try:
         with open(path, "rb") as fh:
             d = zlib.decompressobj(zlib.MAX_WBITS | 16)
@@ -290,24 +280,22 @@ def _gzip_check(path: str, head: bytes | None = None) -> tuple[str | None, int]:
                     chunk = d.unconsumed_tail
                     out_total += len(data)
                     nl = data.rfind(b"\n")
-                    if nl >= 0:
-                        longest = max(longest, line + data.find(b"\n"))
                     line = line + len(data) if nl < 0 else len(data) - nl - 1
                     if out_total > (64 << 20) and out_total > GZIP_MAX_RATIO * size:
                         return (f"decompresses to more than {GZIP_MAX_RATIO} times its size "
-                                f"(a decompression bomb, not a log)"), longest
+                                f"(a decompression bomb, not a log)")
                     if line > GZIP_MAX_LINE_BYTES:
-                        return f"holds a line longer than {GZIP_MAX_LINE_BYTES >> 20} MiB once decompressed", line
+                        return f"holds a line longer than {GZIP_MAX_LINE_BYTES >> 20} MiB once decompressed"
                     if d.eof and d.unused_data:
                         # concatenated gzip members, as logrotate may leave them
                         chunk, d = d.unused_data + chunk, zlib.decompressobj(zlib.MAX_WBITS | 16)
             if not d.eof:
-                return "is truncated (the gzip stream ends early)", longest
+                return "is truncated (the gzip stream ends early)"
     except zlib.error as exc:
-        return f"is corrupt ({exc})", longest
+        return f"is corrupt ({exc})"
     except OSError as exc:
-        return f"cannot be read ({exc.strerror or exc})", longest
-    return None, max(longest, line)
+        return f"cannot be read ({exc.strerror or exc})"
+    return None
 
 
 def _classify(uri: str, size: int, listed: ListedInputs, explicit: bool) -> None:
@@ -336,6 +324,14 @@ def _from_spark(uri: str) -> str:
     from urllib.parse import unquote
 
     return _norm_uri(unquote(uri, errors="surrogateescape"))
+
+
+def row_files_from_spark(row: dict) -> dict:
+    """A scan row with its file names (``file``, and ``last_file`` of a folded repeat) in the listing's spelling."""
+    for key in ("file", "last_file"):
+        if row.get(key):
+            row[key] = _from_spark(row[key])
+    return row
 
 
 def _for_spark(uri: str) -> str:

@@ -20,7 +20,7 @@ import re
 from typing import BinaryIO, Iterator, Sequence
 from urllib.parse import quote
 
-from flink_runbooks.collect.listing import MAX_LINE_BYTES, _from_spark, local_path
+from flink_runbooks.collect.listing import MAX_LINE_BYTES, local_path, row_files_from_spark
 from flink_runbooks.collect.spark import _SESSION_SETTINGS
 
 __all__ = ["LOCAL_LIMIT_BYTES", "fits_locally", "line_blocks", "local_path", "read_configs_locally", "scan_locally"]
@@ -235,12 +235,18 @@ def _lines_batch(uri: str | None, block: int | None, data: bytes, long: dict[int
         texts = pc.if_else(pa.array(record_cut), pc.utf8_slice_codeunits(texts, 0, MAX_RECORD_LINE_CHARS),
                            pc.if_else(pa.array(line_cut), pc.utf8_slice_codeunits(texts, 0, MAX_LINE_CHARS), texts))
     dist: list[str | None] = [None] * n
-    named = np.flatnonzero(pc.match_substring(texts, "flink-dist").to_numpy(zero_copy_only=False))
+    # the lines that name the distribution jar, found in the bytes (a search per line costs more than the scan)
+    found, at = [], data.find(b"flink-dist")
+    while at >= 0:
+        found.append(at)
+        at = data.find(b"flink-dist", at + 1)
+    named = np.unique(np.searchsorted(breaks, found, side="left")) if found else ()
     if len(named):
         dist_jar = re.compile(_DIST_JAR_JAVA)
         for index, text in zip(named.tolist(), texts.take(pa.array(named)).to_pylist()):
-            m = dist_jar.search(text)
-            dist[index] = m.group(1) if m else ""
+            if "flink-dist" in text:  # not when a long line was cut before it
+                m = dist_jar.search(text)
+                dist[index] = m.group(1) if m else ""
     return pa.RecordBatch.from_pydict({
         "text": texts,
         "bin": pa.array(binary),
@@ -295,7 +301,4 @@ def scan_locally(log_uris: Sequence[str], detectors: Sequence | None = None) -> 
     patterns = line_patterns(detectors)
     for out in _assemble_partition(batches(), patterns):
         for row in out.to_pylist():
-            row["file"] = _from_spark(row["file"]) if row["file"] else row["file"]
-            if row["last_file"]:
-                row["last_file"] = _from_spark(row["last_file"])
-            yield row
+            yield row_files_from_spark(row)

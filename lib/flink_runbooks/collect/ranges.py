@@ -68,11 +68,11 @@ def _scan_tasks(batches, tasks, patterns):
 
 def scan_ranges(spark, files: Sequence[tuple[str, int]], detectors: Sequence | None = None,
                 range_bytes: int = RANGE_BYTES):
-    """The Spark plan for local ``(uri, size)`` files: one partition per task of :func:`splits`. Returns a DataFrame
-    with the rows of :func:`~flink_runbooks.collect.scan.scan_logs`."""
+    """The Spark plan for local ``(uri, size)`` files: one partition per task of :func:`splits`. Returns the number of
+    partitions and a DataFrame with the rows of :func:`~flink_runbooks.collect.scan.scan_logs`."""
     from flink_runbooks.collect.scan import _spark_schema, line_patterns
 
     tasks = splits(files, range_bytes)
     ids = spark.range(0, len(tasks), 1, numPartitions=max(len(tasks), 1))
-    return ids.mapInArrow(functools.partial(_scan_tasks, tasks=tasks, patterns=line_patterns(detectors)),
-                          _spark_schema())
+    scan = functools.partial(_scan_tasks, tasks=tasks, patterns=line_patterns(detectors))
+    return len(tasks), ids.mapInArrow(scan, _spark_schema())

@@ -59,6 +59,7 @@ BASE_SIGNATURES = (
     r"Restoring job \w+ from",
 )
 _WARN_OR_WORSE = r"(?:^|[\s\]\"])(?:WARN|WARNING|ERROR|FATAL|SEVERE)[\s\"]"
+_LEVEL_WORDS = "WARN|ERROR|FATAL|SEVERE"  # what every line WARN_OR_WORSE matches holds
 _DIST_JAR_JAVA = r"flink-dist(?:_2\.1[0-9])?-(\d+\.\d+(?:\.\d+)?(?:-[\w.]+)?)\.jar"
 
 
@@ -116,6 +117,8 @@ def signature_list(detectors: Sequence) -> tuple[str, ...]:
 def _line_masks(texts, patterns: dict[str, str], bounds: list[int] | None = None):
     """Which lines of an Arrow batch start a record and which are kept. RE2 is linear in the line length whatever
     the number of signatures; Java's backtracking alternation tries every signature at every position."""
+    import numpy as np
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     def match(array, pattern):
@@ -124,7 +127,11 @@ def _line_masks(texts, patterns: dict[str, str], bounds: list[int] | None = None
     from flink_runbooks.collect.matcher import signature_matcher
 
     header = match(texts, patterns["header"])
-    warn = match(pc.utf8_slice_codeunits(texts, 0, 160), patterns["warn"])
+    # WARN or worse counts on record starts only; the exact test runs where a level word appears at all.
+    candidates = np.flatnonzero(header & match(texts, _LEVEL_WORDS))
+    warn = np.zeros(len(texts), dtype=bool)
+    if len(candidates):
+        warn[candidates] = match(pc.utf8_slice_codeunits(texts.take(pa.array(candidates)), 0, 160), patterns["warn"])
     kept = (header & warn) | match(texts, patterns["structure"]) | signature_matcher(patterns["signatures"]).lines(texts)
     if bounds is None:
         return header, layouts.widen_kept(texts, header, kept)
@@ -289,12 +296,17 @@ def _arrow_schema():
 FETCH_ROWS = 20_000
 
 
-def stream_rows(df):
+def stream_rows(df, partitions: int | None = None):
     """The rows of a scan DataFrame as dicts, a bounded number at a time: computed on every worker at once and held
     there (the folded rows of a partition are few), then fetched in slices of about :data:`FETCH_ROWS`, so no result
-    holds everything (``spark.driver.maxResultSize`` bounds each fetch, not the input)."""
+    holds everything (``spark.driver.maxResultSize`` bounds each fetch, not the input). A DataFrame of one partition
+    (``partitions``, when the caller knows) is fetched as it is computed: one job instead of two."""
     from pyspark import StorageLevel
 
+    if partitions == 1:
+        for row in df.toLocalIterator():
+            yield row.asDict(recursive=True)
+        return
     held = df.persist(StorageLevel.MEMORY_AND_DISK)
     try:
         rows = held.count()

@@ -353,6 +353,19 @@ _INDENTED_JAVA = r"^(?:" + PREFIX + r")?\s"
 _CUT_HEADER_JAVA = r"^(?:" + PREFIX + r")?" + _TS + r"\s+" + _LEVEL + r"(?:\s+[\w$.]+)?\s*$"
 
 
+def _matches_at(texts, pattern: str, rows, default: bool):
+    """Whether ``pattern`` matches each line of ``texts`` at ``rows`` (numpy indices); ``default`` elsewhere."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    out = np.full(len(texts), default, dtype=bool)
+    if len(rows):
+        out[rows] = pc.match_substring_regex(texts.take(pa.array(rows)), pattern).fill_null(default).to_numpy(
+            zero_copy_only=False)
+    return out
+
+
 def widen_kept(texts, header, keep):
     """The pre-filter's ``keep`` mask (numpy, one Arrow batch), widened for pasted and wrapped text.
 
@@ -371,8 +384,11 @@ def widen_kept(texts, header, keep):
     if not header.any():
         return np.ones(n, dtype=bool)
     lengths = pc.utf8_length(texts).fill_null(0).to_numpy(zero_copy_only=False)
-    indented = pc.match_substring_regex(texts, re2(_INDENTED_JAVA)).fill_null(True).to_numpy(zero_copy_only=False)
-    cut = pc.match_substring_regex(texts, re2(_CUT_HEADER_JAVA)).fill_null(False).to_numpy(zero_copy_only=False)
+    # Only a line that is neither a record start nor empty can continue the one before: the two patterns are
+    # evaluated on those lines (and the lines before them) alone.
+    may_continue = ~header & (lengths > 0)
+    indented = _matches_at(texts, re2(_INDENTED_JAVA), np.flatnonzero(may_continue), True)
+    cut = _matches_at(texts, re2(_CUT_HEADER_JAVA), np.flatnonzero(may_continue[1:]), False)
     from flink_runbooks.parse.records import SHORTEST_WRAPPED, WRAP_MIN, WRAP_WIDTHS
 
     # A line whose first word would not have fitted on the (shorter) line before it at any common wrap width.

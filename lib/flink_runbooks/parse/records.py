@@ -208,6 +208,16 @@ class RecordAssembler:
         return done
 
     def _line(self, index: int, text: str, length: int) -> RawRecord | None:
+        if text[:1] in ("\t", " ") and (frame := text.strip()).startswith("at "):
+            # An indented frame, most of what a kept stack trace is: no prefix starts with a blank and a wrapping tool
+            # does not indent, so it is a frame of the current record and nothing else (the steps below agree).
+            self._last, self._tail = None, frame.rsplit(" ", 1)[-1]
+            self._widest = max(self._widest, length)
+            self._cut_token, self._prev_cut_token = False, self._cut_token
+            if self.current and len(self.current.frames) < MAX_FRAMES:
+                self.current.frames.append(frame)
+                self._last = (index, "frame", length)
+            return None
         unprefixed = strip_prefix(text)
         line = unprefixed.strip()
         if not line:

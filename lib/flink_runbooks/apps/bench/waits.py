@@ -69,14 +69,11 @@ def site_build(work: pathlib.Path) -> dict:
     return {"what": f"the site build ({pages} runbooks)", "seconds": seconds, "note": f"{pages} pages"}
 
 
-def test_tier(name: str, markers: str | None) -> dict:
-    selection = ["-m", markers] if markers else []
-    seconds, proc = _timed([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *selection], ok=(0, 1))
-    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
-    return {"what": name, "seconds": seconds, "note": summary.strip("= ")}
-
-
-TEST_FAST_MARKERS = "not notebook and not cluster and not slow"
+def test_tier(target: str) -> dict:
+    """``make test-fast`` or ``make test`` as a developer runs it (the Makefile's markers and workers)."""
+    seconds, proc = _timed(["make", target], ok=(0,))
+    summary = next((line for line in reversed(proc.stdout.strip().splitlines()) if " in " in line), "")
+    return {"what": f"`make {target}`", "seconds": seconds, "note": summary.strip("= ")}
 
 
 def run_waits(work: pathlib.Path, with_tests: bool, say=print) -> list[dict]:
@@ -84,8 +81,7 @@ def run_waits(work: pathlib.Path, with_tests: bool, say=print) -> list[dict]:
     steps = [("pasted trace", lambda: pasted_trace(work)), ("triage", lambda: triage_five(work)),
              ("site", lambda: site_build(work))]
     if with_tests:
-        steps += [("make test-fast", lambda: test_tier("`make test-fast`", TEST_FAST_MARKERS)),
-                  ("make test", lambda: test_tier("`make test`", None))]
+        steps += [("make test-fast", lambda: test_tier("test-fast")), ("make test", lambda: test_tier("test"))]
     rows = []
     for label, step in steps:
         say(f"[waits] {label} ...")
