@@ -112,7 +112,10 @@ def end_to_end(path: pathlib.Path, work: pathlib.Path, master: str | None = None
     the JSON it printed."""
     gc_log = work / "gc.log"
     gc_log.unlink(missing_ok=True)
-    env = dict(os.environ, PYSPARK_SUBMIT_ARGS=f"--driver-java-options -Xlog:gc:file={gc_log} pyspark-shell")
+    from flink_runbooks.collect.spark import DRIVER_JAVA_OPTIONS
+
+    # the driver's own options plus a GC log for its peak heap
+    env = dict(os.environ, FLINK_RUNBOOKS_DRIVER_JAVA_OPTIONS=f"{DRIVER_JAVA_OPTIONS} -Xlog:gc:file={gc_log}")
     cmd = [sys.executable, "-m", "flink_runbooks", "diagnose", str(path), "--format", "json"]
     if master:
         cmd += ["--master", master]
