@@ -8,6 +8,8 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
+# production write-ups the catalogue was written from, verbatim (their origin: incident_reports/README.md)
+INCIDENT_REPORTS = ROOT / "tests" / "incident_reports"
 
 
 @pytest.fixture(scope="session")

@@ -110,7 +110,7 @@ def test_near_misses_give_nothing():
     assert get_detector(SLUG).detect(incident_from_text(destroyed)) == []
 
 
-def test_example_seed_segment_size_through_spark(spark):
+def test_example_segment_size_through_spark(spark):
     inc = ingest([str(example(SLUG, "segment-size-2mb-v1.11"))], spark)
     primary = run_detectors(inc).primary
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "segment-size-enlarged")
