@@ -1,7 +1,6 @@
 """Shared fixtures: one SparkSession for the whole run, paths to the example incidents."""
 from __future__ import annotations
 
-import os
 import pathlib
 
 import pytest

@@ -61,11 +61,13 @@ def incident_rows():
 
 def test_every_example_incident_is_diagnosed_as_expected(spark):
     rows = incident_rows()
-    for slug, name, _exp, _verdict_, _got, code, doc in rows:
+    for slug, name, _exp, _verdict, _got, code, doc in rows:
         assert code == (0 if not doc["findings"] else 1), f"{slug}/{name}: exit code {code}"
     bad = [f"{slug}/{name}: {verdict}: expected {exp.get('primary')} ({exp.get('root_cause')}), got {got}"
            for slug, name, exp, verdict, got, _code, _doc in rows if verdict not in ("ok", "found")]
     assert not bad, "\n".join(bad)
+    committed = (DATA / "ACCURACY.md").read_text()
+    assert committed.startswith(render(rows, {})), "data/ACCURACY.md is stale: run `make regen`"
 
 
 # ------------------------------------------------------------------------------------------- the table (separate step)

@@ -29,7 +29,7 @@ def test_every_example_incident_names_its_runbook_or_no_finding():
 
 def test_readme_table_is_generated_from_the_catalogue():
     readme = (ROOT / "README.md").read_text()
-    assert catalogue.readme_with_table(readme) == readme, "run `python -m flink_runbooks.catalogue --readme`"
+    assert catalogue.readme_with_table(readme) == readme, "the README table is stale: run `make regen`"
 
 
 def _load_detector(path, slug):

@@ -135,7 +135,7 @@ def test_one_blip_the_job_rode_out_is_not_a_finding():
 
 
 def test_failures_the_tolerable_threshold_reported_are_left_to_that_runbook():
-    text = history(["ok", "async"], cause="java.nio.file.AccessDeniedException: /mnt/ckpt") + f"""
+    text = history(["ok", "async"], cause="java.nio.file.AccessDeniedException: /mnt/ckpt") + """
 2024-03-01 10:02:31,000 INFO  org.apache.flink.runtime.jobmaster.JobMaster                 [] - Trying to recover from a global failure.
 org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold. The latest checkpoint failed due to Asynchronous task checkpoint failed., view the Checkpoint History tab or the Job Manager log to find out why continuous checkpoints failed."""
     inc = incident_from_text(text, version="1.18.1")

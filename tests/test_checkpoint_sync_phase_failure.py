@@ -120,7 +120,7 @@ def test_cut_off_trace_is_an_unknown_cause():
 
 
 def test_debug_line_of_a_cancelled_task_is_not_a_failure():
-    text = f"""2024-05-27 13:22:32,116 DEBUG org.apache.flink.streaming.runtime.tasks.StreamTask         [] - Could not perform checkpoint 57 for operator Source: orders (1/2)#0 while the invokable was not in state running.
+    text = """2024-05-27 13:22:32,116 DEBUG org.apache.flink.streaming.runtime.tasks.StreamTask         [] - Could not perform checkpoint 57 for operator Source: orders (1/2)#0 while the invokable was not in state running.
 org.apache.flink.runtime.checkpoint.CheckpointException: Could not complete snapshot 57 for operator Source: orders (1/2)#0. Failure reason: Checkpoint was declined.
 Caused by: java.io.IOException: Cannot register Closeable, registry is already closed. Closing argument."""
     assert detect(text, version="1.18.1") == []

@@ -52,7 +52,7 @@ def pins() -> dict:
 
 
 def test_every_example_incident_is_pinned(pins):
-    assert sorted(pins) == sorted(_key(s, n) for s, n, _, _ in INCIDENTS), "run tests/test_golden.py --update"
+    assert sorted(pins) == sorted(_key(s, n) for s, n, _, _ in INCIDENTS), "run `make regen`"
 
 
 @pytest.mark.parametrize("slug,name,path,expected", INCIDENTS, ids=[_key(s, n) for s, n, _, _ in INCIDENTS])

@@ -140,7 +140,9 @@ def test_message_without_counts_is_only_datanodes_unavailable():
 
 
 def test_tolerance_from_the_observed_streak_in_the_asynchronous_phase():
-    hdfs = lambda i, ts: no_target(3, 3, n=i, ts=ts)
+    def hdfs(i, ts):
+        return no_target(3, 3, n=i, ts=ts)
+
     text = checkpoints("ok", "hdfs", "hdfs", "ok", "hdfs", "ok", hdfs=hdfs)
     [finding] = detect(text, {"execution.checkpointing.tolerable-failed-checkpoints": "3"}, version="1.18.1")
     assert finding.severity == "warning", "the job rode out two bursts of failures"
@@ -150,7 +152,9 @@ def test_tolerance_from_the_observed_streak_in_the_asynchronous_phase():
 
 
 def test_one_short_hiccup_the_job_rode_out_is_not_a_finding():
-    hdfs = lambda i, ts: no_target(3, 3, n=i, ts=ts)
+    def hdfs(i, ts):
+        return no_target(3, 3, n=i, ts=ts)
+
     text = checkpoints("ok", "hdfs", "hdfs", "ok", "ok", hdfs=hdfs)
     assert detect(text, {"execution.checkpointing.tolerable-failed-checkpoints": "3"}, version="1.19.1") == []
 

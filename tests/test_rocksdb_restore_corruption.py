@@ -18,7 +18,7 @@ BUILDER = "org.apache.flink.contrib.streaming.state.RocksDBKeyedStateBackendBuil
 INSTANCE = f"/data/rocksdb/job_{JOB}_op_StreamMap_857e9877747f27b5e758680f3644828a__1_1__uuid_8a10e29f-e3de-442c-a70f-246bb1b572fb"
 MAGIC = f"Bad table magic number: expected 9863518390377041911, found 17223112372431451250 in {INSTANCE}/db/000210.sst"
 
-BLOG_TRACE = f"""\
+BLOG_TRACE = """\
 2023-06-14 23:42:46
 java.lang.Exception: Exception while creating StreamOperatorStateContext.
     at org.apache.flink.streaming.api.operators.StreamTaskStateInitializerImpl.streamOperatorStateContext(StreamTaskStateInitializerImpl.java:256)
