@@ -82,9 +82,6 @@ def swept(cases, ids):
 
 def expected_incidents():
     """Every example incident with its expectations: (slug, name, path, expected dict)."""
-    import json
+    from corpus import incidents
 
-    out = []
-    for exp in sorted(DATA.glob("*/*/expected.json")):
-        out.append((exp.parent.parent.name, exp.parent.name, exp.parent, json.loads(exp.read_text())))
-    return out
+    return incidents()
