@@ -19,7 +19,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import pytest  # noqa: E402
 
 import corpus  # noqa: E402
-from conftest import DATA, expected_incidents  # noqa: E402
+from corpus import DATA, expected_incidents  # noqa: E402
 
 # the corpus is diagnosed once per worker: the suites that read it run on one
 pytestmark = pytest.mark.xdist_group(corpus.GROUP)

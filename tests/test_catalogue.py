@@ -8,7 +8,7 @@ import json
 import nbformat
 import pytest
 
-from conftest import ROOT, incident_from_text
+from corpus import ROOT, incident_from_text
 from flink_runbooks import catalogue
 from flink_runbooks.apps import cli
 from flink_runbooks.apps.scaffold import ScaffoldError, new_runbook

@@ -2,7 +2,7 @@
 and when it stays silent (reported by the tolerable threshold, a blip, an already ended checkpoint, a cancel)."""
 from __future__ import annotations
 
-from conftest import INCIDENT_REPORTS, example, incident_from_text
+from corpus import INCIDENT_REPORTS, example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest

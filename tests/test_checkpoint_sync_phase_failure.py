@@ -2,7 +2,7 @@
 always fails; more specific runbooks (HDFS datanodes, RocksDB hard links) win the primary slot."""
 from __future__ import annotations
 
-from conftest import INCIDENT_REPORTS, example, incident_from_text
+from corpus import INCIDENT_REPORTS, example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT, incident_from_text
+from corpus import ROOT, incident_from_text
 from flink_runbooks.detectors import all_detectors, get_detector
 from flink_runbooks.model import Patch
 from flink_runbooks.render.decision_table import DECISIONS_FILE, decision_table, key_spellings

@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import corpus  # noqa: E402
-from conftest import ROOT, expected_incidents  # noqa: E402
+from corpus import ROOT, expected_incidents  # noqa: E402
 
 # the corpus is diagnosed once per worker: the suites that read it run on one
 pytestmark = pytest.mark.xdist_group(corpus.GROUP)

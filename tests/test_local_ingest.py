@@ -6,7 +6,7 @@ import gzip
 import pytest
 
 import corpus
-from conftest import expected_incidents, swept
+from corpus import expected_incidents, swept
 from flink_runbooks.collect import local
 from flink_runbooks.collect.ingest import ingest
 

@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from conftest import DATA
+from corpus import DATA
 from flink_runbooks.evidence.memory import (
     CONSTRAINTS, GROW_SLACK, POOLS, JobManagerMemory, MemoryConfigError, TaskManagerMemory,
     derive_jobmanager_memory, derive_taskmanager_memory, flink_human_size, grow_pool, parse_logged_breakdown,

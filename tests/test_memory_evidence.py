@@ -1,7 +1,7 @@
 """memory_evidence: what the memory runbooks read from an incident (effective breakdown, user config, kills, RocksDB)."""
 from __future__ import annotations
 
-from conftest import incident_from_text
+from corpus import incident_from_text
 from flink_runbooks.parse.config import ConfigSource
 from flink_runbooks.evidence.memory.incident import (
     container_memory_kills, deployment_of, distinct_containers, effective_taskmanager_memory, k8s_quantity,

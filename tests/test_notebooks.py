@@ -9,7 +9,7 @@ import re
 import nbformat
 import pytest
 
-from conftest import DATA, ROOT
+from corpus import DATA, ROOT
 from flink_runbooks.detectors import slugs
 
 RUNBOOKS = ROOT / "runbooks"

@@ -1,7 +1,7 @@
 """Detector restart-strategy-exhausted: which fault kept recurring, whether restarting could ever help, what budget fits."""
 from __future__ import annotations
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from test_cluster import line
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.parse.keys import canonical

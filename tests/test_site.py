@@ -11,7 +11,7 @@ import re
 import nbformat
 import pytest
 
-from conftest import DATA, INCIDENT_REPORTS, ROOT
+from corpus import DATA, INCIDENT_REPORTS, ROOT
 from support import chromium, serve_directory
 from flink_runbooks.parse import keys
 from flink_runbooks import catalogue
