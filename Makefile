@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 EXAMPLE ?= data/checkpoint-tolerable-failure-threshold/storage-permission-denied
 
-.PHONY: setup demo test test-fast site bench clean
+.PHONY: setup demo test test-fast lint regen site bench clean
 
 setup:
 	@./scripts/setup.sh
@@ -19,6 +19,18 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q $(PARALLEL) -m "not notebook and not cluster and not slow and not sweep"
+
+# Errors, not style (the rules are in pyproject.toml); CI runs it before the tests.
+lint: setup
+	$(BIN)/ruff check lib tests
+
+# Every generated file from its source: the README's runbook table, the decision table, the golden pins and the
+# accuracy table (tests fail when a committed one is stale).
+regen: setup
+	$(BIN)/python -m flink_runbooks.catalogue --readme
+	$(BIN)/python -m flink_runbooks.render.decision_table --write
+	$(BIN)/python tests/test_golden.py --update
+	$(BIN)/python tests/test_accuracy.py
 
 # Generated bundles of 100 MB, 1 GB and 10 GB in two shapes, healthy and crash-looping (cached in build/bench);
 # figures to build/bench/results.md. SIZES=100MB,1GB and SHAPES=crashloop narrow it.

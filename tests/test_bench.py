@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from conftest import DATA
+from corpus import DATA
 from flink_runbooks.apps import cli
 from flink_runbooks.apps.bench import baselines
 from flink_runbooks.apps.bench.__main__ import injected_found, log_files

@@ -8,7 +8,7 @@ import json
 import nbformat
 import pytest
 
-from conftest import ROOT, incident_from_text
+from corpus import ROOT, incident_from_text
 from flink_runbooks import catalogue
 from flink_runbooks.apps import cli
 from flink_runbooks.apps.scaffold import ScaffoldError, new_runbook
@@ -29,7 +29,7 @@ def test_every_example_incident_names_its_runbook_or_no_finding():
 
 def test_readme_table_is_generated_from_the_catalogue():
     readme = (ROOT / "README.md").read_text()
-    assert catalogue.readme_with_table(readme) == readme, "run `python -m flink_runbooks.catalogue --readme`"
+    assert catalogue.readme_with_table(readme) == readme, "the README table is stale: run `make regen`"
 
 
 def _load_detector(path, slug):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import incident_from_text
+from corpus import incident_from_text
 from flink_runbooks.evidence.checkpoint_analysis import (ceil_duration_ms, failovers, growth, job_runs, job_state_at,
                                                 job_state_changes, not_ready_aborts)
 from flink_runbooks.parse.units import human_duration

@@ -2,9 +2,7 @@
 and when it stays silent (reported by the tolerable threshold, a blip, an already ended checkpoint, a cancel)."""
 from __future__ import annotations
 
-import pathlib
-
-from conftest import example, incident_from_text
+from corpus import INCIDENT_REPORTS, example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest
@@ -12,7 +10,8 @@ from flink_runbooks.render.patches import render_config_diff
 
 SLUG = "checkpoint-async-materialize-failure"
 JOB = "0123456789abcdef0123456789abcdef"
-SEED = pathlib.Path("/work/shared/seeds/003_46a99470dc264f55.txt")
+# A Flink 1.8 issue report, verbatim
+DECLINE_DISCARDS_DIRECTORY = INCIDENT_REPORTS / "checkpoint-decline-discards-directory.txt"
 CC = "org.apache.flink.runtime.checkpoint.CheckpointCoordinator   "
 
 
@@ -56,8 +55,8 @@ Caused by: org.apache.hadoop.hdfs.protocol.DSQuotaExceededException: The DiskSpa
 """
 
 
-def test_seed_discarded_checkpoint_fails_the_task_on_1_8():
-    [finding] = detect(SEED.read_text())
+def test_reported_discarded_checkpoint_fails_the_task_on_1_8():
+    [finding] = detect(DECLINE_DISCARDS_DIRECTORY.read_text())
     assert finding.root_cause.slug == "checkpoint-discarded-while-writing"
     assert finding.severity == "failure" and finding.confidence >= 0.9
     assert finding.details["failed_checkpoints"] == [1389046] and finding.details["task_failures"] == 1
@@ -136,7 +135,7 @@ def test_one_blip_the_job_rode_out_is_not_a_finding():
 
 
 def test_failures_the_tolerable_threshold_reported_are_left_to_that_runbook():
-    text = history(["ok", "async"], cause="java.nio.file.AccessDeniedException: /mnt/ckpt") + f"""
+    text = history(["ok", "async"], cause="java.nio.file.AccessDeniedException: /mnt/ckpt") + """
 2024-03-01 10:02:31,000 INFO  org.apache.flink.runtime.jobmaster.JobMaster                 [] - Trying to recover from a global failure.
 org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold. The latest checkpoint failed due to Asynchronous task checkpoint failed., view the Checkpoint History tab or the Job Manager log to find out why continuous checkpoints failed."""
     inc = incident_from_text(text, version="1.18.1")

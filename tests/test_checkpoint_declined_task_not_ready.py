@@ -1,7 +1,7 @@
 """Detector checkpoint-declined-task-not-ready: restoring vs finished tasks vs a restart loop, noise collapsed."""
 from __future__ import annotations
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest
@@ -107,7 +107,7 @@ def test_restart_loop_points_at_the_first_fault():
     assert "OutOfMemoryError" in f.summary and "OutOfMemoryError" in f.evidence[0].text
 
 
-def test_seed_003_decline_that_fails_tasks_up_to_1_8(spark):
+def test_reported_decline_that_fails_tasks_up_to_1_8(spark):
     inc = ingest([str(example(SLUG, "restart-loop-1.8"))], spark)
     diagnosis = run_detectors(inc)
     f = diagnosis.primary

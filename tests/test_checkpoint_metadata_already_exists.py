@@ -1,7 +1,7 @@
 """Detector checkpoint-metadata-already-exists: who else wrote chk-N, told apart from job ids, restores and runs."""
 from __future__ import annotations
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest

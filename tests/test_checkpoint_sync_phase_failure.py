@@ -2,16 +2,15 @@
 always fails; more specific runbooks (HDFS datanodes, RocksDB hard links) win the primary slot."""
 from __future__ import annotations
 
-import pathlib
-
-from conftest import example, incident_from_text
+from corpus import INCIDENT_REPORTS, example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest
 from flink_runbooks.model import Finding, RootCause
 
 SLUG = "checkpoint-sync-phase-failure"
-SEED = pathlib.Path("/work/shared/seeds/004_02a667131a4b2be5.txt")
+# An issue report, verbatim
+HDFS_SNAPSHOT_FAILURE = INCIDENT_REPORTS / "hdfs-snapshot-failure-restart.txt"
 OP = "KeyedProcess -> Sink: out (2/2)#0"
 
 
@@ -37,8 +36,8 @@ USER_FRAMES = ("com.acme.billing.InvoiceDedupFunction.snapshotState(InvoiceDedup
                "org.apache.flink.streaming.api.operators.AbstractUdfStreamOperator.snapshotState(AbstractUdfStreamOperator.java:87)")
 
 
-def test_seed_hdfs_pipeline_failure_defers_to_the_datanode_runbook():
-    inc = incident_from_text(SEED.read_text())
+def test_reported_hdfs_pipeline_failure_defers_to_the_datanode_runbook():
+    inc = incident_from_text(HDFS_SNAPSHOT_FAILURE.read_text())
     diagnosis = run_detectors(inc)
     mine = next(f for f in diagnosis.findings if f.runbook == SLUG)
     assert mine.root_cause.slug == "hdfs-datanodes-bad" and mine.severity == "failure" and not mine.primary
@@ -121,7 +120,7 @@ def test_cut_off_trace_is_an_unknown_cause():
 
 
 def test_debug_line_of_a_cancelled_task_is_not_a_failure():
-    text = f"""2024-05-27 13:22:32,116 DEBUG org.apache.flink.streaming.runtime.tasks.StreamTask         [] - Could not perform checkpoint 57 for operator Source: orders (1/2)#0 while the invokable was not in state running.
+    text = """2024-05-27 13:22:32,116 DEBUG org.apache.flink.streaming.runtime.tasks.StreamTask         [] - Could not perform checkpoint 57 for operator Source: orders (1/2)#0 while the invokable was not in state running.
 org.apache.flink.runtime.checkpoint.CheckpointException: Could not complete snapshot 57 for operator Source: orders (1/2)#0. Failure reason: Checkpoint was declined.
 Caused by: java.io.IOException: Cannot register Closeable, registry is already closed. Closing argument."""
     assert detect(text, version="1.18.1") == []

@@ -2,7 +2,7 @@
 are told apart from the exception's own words and the classpath Flink logged."""
 from __future__ import annotations
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from test_cluster import line
 from flink_runbooks.collect.ingest import ingest
 from flink_runbooks.detectors import get_detector

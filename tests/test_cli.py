@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, example
+from corpus import ROOT, example
 from flink_runbooks.apps import cli
 
 SLUG = "checkpoint-tolerable-failure-threshold"
@@ -115,7 +115,7 @@ def test_the_jvm_start_up_says_nothing_on_stderr(tmp_path):
     import subprocess
     import sys
 
-    from conftest import example
+    from corpus import example
 
     proc = subprocess.run([sys.executable, "-m", "flink_runbooks.apps.cli", "diagnose", "--master", "local[1]",
                            str(example("checkpoint-tolerable-failure-threshold", "storage-permission-denied")),
@@ -161,7 +161,7 @@ def test_a_trace_pasted_on_standard_input_is_diagnosed():
 
 
 def test_a_version_named_in_the_text_but_not_printed_by_flink_is_a_hint_not_a_verdict(tmp_path):
-    from conftest import incident_from_files
+    from corpus import incident_from_files
 
     incident = incident_from_files(tmp_path / "paste", {"ticket.txt": TICKET})
     assert incident.flink_version is None

@@ -1,7 +1,7 @@
 """cluster.py: the TaskManager inventory, losses and what surrounds them, restart strategies and budgets."""
 from __future__ import annotations
 
-from conftest import incident_from_text
+from corpus import incident_from_text
 from flink_runbooks.evidence import cluster
 from flink_runbooks.model import Incident
 

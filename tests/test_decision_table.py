@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import ROOT, incident_from_text
+from corpus import ROOT, incident_from_text
 from flink_runbooks.detectors import all_detectors, get_detector
 from flink_runbooks.model import Patch
 from flink_runbooks.render.decision_table import DECISIONS_FILE, decision_table, key_spellings
@@ -12,7 +12,7 @@ from flink_runbooks.render.decision_table import DECISIONS_FILE, decision_table,
 def test_committed_table_matches_the_code():
     assert DECISIONS_FILE == ROOT / "data" / "DECISIONS.md"
     assert DECISIONS_FILE.read_text() == decision_table(), (
-        "data/DECISIONS.md is stale: run `python -m flink_runbooks.render.decision_table --write`")
+        "data/DECISIONS.md is stale: run `make regen`")
 
 
 def test_every_runbook_and_root_cause_has_a_row():

@@ -19,7 +19,7 @@ import textwrap
 
 import pytest
 
-from conftest import DATA, expected_incidents, incident_from_files, swept
+from corpus import expected_incidents, incident_from_files, swept
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.parse import layouts
 from flink_runbooks.parse.flink_messages import all_wordings, qualify, recognise

@@ -3,7 +3,7 @@ missing (for Flink or for the job's own Hadoop calls) and Hadoop without the sto
 exception, the scheme and what the process logged at start-up."""
 from __future__ import annotations
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from test_cluster import line
 from flink_runbooks.collect.ingest import ingest
 from flink_runbooks.detectors import get_detector

@@ -17,13 +17,11 @@ import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from conftest import ROOT, expected_incidents  # noqa: E402
-from flink_runbooks.collect.ingest import ingest  # noqa: E402
-from flink_runbooks.diagnose import run_detectors  # noqa: E402
-from flink_runbooks.render.report import diagnosis_dict  # noqa: E402
+import corpus  # noqa: E402
+from corpus import ROOT, expected_incidents  # noqa: E402
 
-# its module-scoped fixtures are built once: every test of the module runs on one worker
-pytestmark = pytest.mark.xdist_group("test_golden")
+# the corpus is diagnosed once per worker: the suites that read it run on one
+pytestmark = pytest.mark.xdist_group(corpus.GROUP)
 
 PINS = ROOT / "tests" / "golden" / "diagnoses.json"
 INCIDENTS = expected_incidents()
@@ -32,7 +30,7 @@ INCIDENTS = expected_incidents()
 def pin(path: pathlib.Path) -> dict:
     """The diagnosis as `diagnose --format json` gives it (the repository's location left out), as a digest of the
     whole document plus the parts a reviewer reads."""
-    doc = diagnosis_dict(run_detectors(ingest([str(path)])))
+    doc = corpus.diagnosis(path)
     text = json.dumps(doc, sort_keys=True).replace(str(ROOT), "<repo>")
     return {
         "sha256": hashlib.sha256(text.encode()).hexdigest(),
@@ -52,7 +50,7 @@ def pins() -> dict:
 
 
 def test_every_example_incident_is_pinned(pins):
-    assert sorted(pins) == sorted(_key(s, n) for s, n, _, _ in INCIDENTS), "run tests/test_golden.py --update"
+    assert sorted(pins) == sorted(_key(s, n) for s, n, _, _ in INCIDENTS), "run `make regen`"
 
 
 @pytest.mark.parametrize("slug,name,path,expected", INCIDENTS, ids=[_key(s, n) for s, n, _, _ in INCIDENTS])

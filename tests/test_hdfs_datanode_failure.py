@@ -2,9 +2,7 @@
 patches are computed from the datanodes seen and the incident's tolerance."""
 from __future__ import annotations
 
-import pathlib
-
-from conftest import example, incident_from_text
+from corpus import INCIDENT_REPORTS, example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest
@@ -12,7 +10,8 @@ from flink_runbooks.render.patches import render_config_diff
 
 SLUG = "hdfs-datanode-failure"
 JOB = "0123456789abcdef0123456789abcdef"
-SEED = pathlib.Path("/work/shared/seeds/004_02a667131a4b2be5.txt")
+# An issue report, verbatim
+HDFS_SNAPSHOT_FAILURE = INCIDENT_REPORTS / "hdfs-snapshot-failure-restart.txt"
 DS = "org.apache.hadoop.hdfs.DataStreamer                         "
 CC = "org.apache.flink.runtime.checkpoint.CheckpointCoordinator   "
 POLICY = "flink.hadoop.dfs.client.block.write.replace-datanode-on-failure.policy"
@@ -60,8 +59,8 @@ def checkpoints(*outcomes, hdfs=None):
     return "\n".join(lines)
 
 
-def test_seed_all_datanodes_bad_in_the_synchronous_phase_fails_the_job_over():
-    [finding] = detect(SEED.read_text())
+def test_reported_all_datanodes_bad_in_the_synchronous_phase_fails_the_job_over():
+    [finding] = detect(HDFS_SNAPSHOT_FAILURE.read_text())
     assert finding.root_cause.slug == "pipeline-recovery-failure"
     assert finding.severity == "failure" and finding.details["snapshot_phase"] == "sync"
     assert finding.details["where"] == "checkpoint storage"
@@ -141,7 +140,9 @@ def test_message_without_counts_is_only_datanodes_unavailable():
 
 
 def test_tolerance_from_the_observed_streak_in_the_asynchronous_phase():
-    hdfs = lambda i, ts: no_target(3, 3, n=i, ts=ts)
+    def hdfs(i, ts):
+        return no_target(3, 3, n=i, ts=ts)
+
     text = checkpoints("ok", "hdfs", "hdfs", "ok", "hdfs", "ok", hdfs=hdfs)
     [finding] = detect(text, {"execution.checkpointing.tolerable-failed-checkpoints": "3"}, version="1.18.1")
     assert finding.severity == "warning", "the job rode out two bursts of failures"
@@ -151,7 +152,9 @@ def test_tolerance_from_the_observed_streak_in_the_asynchronous_phase():
 
 
 def test_one_short_hiccup_the_job_rode_out_is_not_a_finding():
-    hdfs = lambda i, ts: no_target(3, 3, n=i, ts=ts)
+    def hdfs(i, ts):
+        return no_target(3, 3, n=i, ts=ts)
+
     text = checkpoints("ok", "hdfs", "hdfs", "ok", "ok", hdfs=hdfs)
     assert detect(text, {"execution.checkpointing.tolerable-failed-checkpoints": "3"}, version="1.19.1") == []
 

@@ -19,7 +19,7 @@ import sys
 
 import pytest
 
-from conftest import example
+from corpus import example
 
 # its module-scoped fixtures are built once: every test of the module runs on one worker
 pytestmark = pytest.mark.xdist_group("test_hostile_input")

@@ -1,7 +1,7 @@
 """Detector insufficient-network-buffers: buffers needed from the message, why the pool was small, sizes that fit."""
 from __future__ import annotations
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest
@@ -110,7 +110,7 @@ def test_near_misses_give_nothing():
     assert get_detector(SLUG).detect(incident_from_text(destroyed)) == []
 
 
-def test_example_seed_segment_size_through_spark(spark):
+def test_example_segment_size_through_spark(spark):
     inc = ingest([str(example(SLUG, "segment-size-2mb-v1.11"))], spark)
     primary = run_detectors(inc).primary
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "segment-size-enlarged")

@@ -1,7 +1,7 @@
 """Detector jm-leadership-lost: ZooKeeper session, Kubernetes API, two leaders, or undetermined."""
 from __future__ import annotations
 
-from conftest import example, incident_from_files
+from corpus import example, incident_from_files
 from flink_runbooks.collect.ingest import ingest
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors

@@ -5,7 +5,7 @@ import datetime as dt
 
 import pytest
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.detectors.kafka_offset_commit_failure import MAX_CONSECUTIVE_FAILED_CHECKPOINTS
 from flink_runbooks.diagnose import run_detectors

@@ -2,28 +2,24 @@
 from __future__ import annotations
 
 import gzip
-import json
 
 import pytest
 
-from conftest import expected_incidents, swept
+import corpus
+from corpus import expected_incidents, swept
 from flink_runbooks.collect import local
 from flink_runbooks.collect.ingest import ingest
-from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.render.report import to_json
 
+# the corpus is diagnosed once per worker: the suites that read it run on one
+pytestmark = pytest.mark.xdist_group(corpus.GROUP)
 INCIDENTS = expected_incidents()
-
-
-def _diagnosis_json(path, spark) -> dict:
-    return json.loads(to_json(run_detectors(ingest([str(path)], spark))))
 
 
 @pytest.mark.parametrize("slug,name,path,expected", swept(INCIDENTS, [f"{s}/{n}" for s, n, _, _ in INCIDENTS]))
 def test_in_process_and_spark_give_the_same_json(spark, slug, name, path, expected):
     assert local.fits_locally([(str(p), p.stat().st_size) for p in path.rglob("*") if p.is_file()], []), \
         "every example incident is small enough to be read in process"
-    assert _diagnosis_json(path, None) == _diagnosis_json(path, spark)
+    assert corpus.diagnosis(path) == corpus.diagnosis(path, through_spark=True)
 
 
 def test_gzipped_and_plain_files_read_alike_in_process(tmp_path, data_dir):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from conftest import DATA
+from corpus import DATA
 from flink_runbooks.collect import matcher
 from flink_runbooks.collect.scan import line_patterns
 

@@ -1,17 +1,17 @@
 """The FLIP-49 TaskManager / FLIP-116 JobManager memory model against what Flink itself prints and throws.
 
-Expected values come from genuine Flink output: the 1.20.3 start-up logs under shared/real-logs (quoted below so the
-tests stand on their own), and ``TaskExecutorProcessUtils.processSpecFromConfig`` /
+Expected values come from genuine Flink output: the 1.20.3 start-up logs of the example incidents recorded with a real
+Flink (quoted below, and checked against those files), and ``TaskExecutorProcessUtils.processSpecFromConfig`` /
 ``JobManagerProcessUtils`` of the Flink 1.16.3, 1.20.3 and 2.0.0 distributions run on the configurations of
 ORACLE_CASES.
 """
 from __future__ import annotations
 
-import pathlib
 import re
 
 import pytest
 
+from corpus import DATA
 from flink_runbooks.evidence.memory import (
     CONSTRAINTS, GROW_SLACK, POOLS, JobManagerMemory, MemoryConfigError, TaskManagerMemory,
     derive_jobmanager_memory, derive_taskmanager_memory, flink_human_size, grow_pool, parse_logged_breakdown,
@@ -20,9 +20,9 @@ from flink_runbooks.evidence.memory import (
 
 P = "taskmanager.memory."
 MIB = 1 << 20
-REAL_LOGS = pathlib.Path(__file__).resolve().parents[2] / "shared" / "real-logs" / "flink-1.20"
 
-# checkpoint-tolerable-threshold-v1.20/log/flink-flink-taskexecutor-0-vm.log, lines 7, 8 and 33-47
+# data/checkpoint-tolerable-failure-threshold/storage-permission-denied/log/flink-flink-taskexecutor-0-vm.log, lines 7,
+# 8 and 33-47
 GENUINE_TM_LOG = """\
 jvm_params: -Xmx536870902 -Xms536870902 -XX:MaxDirectMemorySize=268435458 -XX:MaxMetaspaceSize=268435456
 dynamic_configs: -D taskmanager.memory.network.min=134217730b -D taskmanager.cpu.cores=1.0 -D taskmanager.memory.task.off-heap.size=0b -D taskmanager.memory.jvm-metaspace.size=268435456b -D external-resources=none -D taskmanager.memory.jvm-overhead.min=201326592b -D taskmanager.memory.framework.off-heap.size=134217728b -D taskmanager.memory.network.max=134217730b -D taskmanager.memory.framework.heap.size=134217728b -D taskmanager.memory.managed.size=536870920b -D taskmanager.memory.task.heap.size=402653174b -D taskmanager.numberOfTaskSlots=1 -D taskmanager.memory.jvm-overhead.max=201326592b
@@ -43,7 +43,8 @@ INFO  [] -     JVM Metaspace:               256.000mb (268435456 bytes)
 INFO  [] -     JVM Overhead:                192.000mb (201326592 bytes)
 """.splitlines()
 
-# memory-config-invalid-v1.20/cli/cli-start-cluster.out, line 27 (after "IllegalConfigurationException: ")
+# data/tm-memory-misconfiguration/fractions-exceed-total-v1.20/cli/cli-start-cluster.out, line 27
+# (after "IllegalConfigurationException: ")
 GENUINE_INVALID_ERROR = (
     "TaskManager memory configuration failed: Sum of configured Framework Heap Memory (128.000mb (134217728 bytes)), "
     "Framework Off-Heap Memory (128.000mb (134217728 bytes)), Task Off-Heap Memory (0 bytes), Managed Memory "
@@ -52,7 +53,7 @@ GENUINE_INVALID_ERROR = (
 INVALID_CONF = {P + "process.size": "1728m", P + "managed.fraction": "0.7", P + "network.fraction": "0.4",
                 P + "jvm-overhead.fraction": "0.4"}
 
-# checkpoint-expired-v1.20/log/flink-flink-standalonesession-0-vm.log, lines 35-41
+# data/checkpoint-expired/backpressure-aligned-timeout-10s/log/flink-flink-standalonesession-0-vm.log, lines 35-41
 GENUINE_JM_LOG = """\
 INFO  [] - Final Master Memory configuration:
 INFO  [] -   Total Process Memory: 1.563gb (1677721600 bytes)
@@ -113,17 +114,18 @@ def test_overhead_min_is_used_and_says_so_in_the_breakdown():
     assert "rest of flink" in rows[4][2]
 
 
-@pytest.mark.skipif(not REAL_LOGS.exists(), reason="shared/real-logs not beside the repo")
-def test_quoted_genuine_logs_are_the_shared_files():
-    tm_log = (REAL_LOGS / "checkpoint-tolerable-threshold-v1.20/log/flink-flink-taskexecutor-0-vm.log").read_text()
+def test_quoted_genuine_logs_are_the_recorded_files():
+    tm_log = (DATA / "checkpoint-tolerable-failure-threshold/storage-permission-denied/log/"
+              "flink-flink-taskexecutor-0-vm.log").read_text()
     lines = tm_log.splitlines()
     assert lines[6:8] + lines[32:47] == GENUINE_TM_LOG
-    cli = (REAL_LOGS / "memory-config-invalid-v1.20/cli/cli-start-cluster.out").read_text()
+    cli = (DATA / "tm-memory-misconfiguration/fractions-exceed-total-v1.20/cli/cli-start-cluster.out").read_text()
     assert f"IllegalConfigurationException: {GENUINE_INVALID_ERROR}" in cli
-    conf = (REAL_LOGS / "memory-config-invalid-v1.20/flink-conf.yaml").read_text()
+    conf = (DATA / "tm-memory-misconfiguration/fractions-exceed-total-v1.20/flink-conf.yaml").read_text()
     for key, value in INVALID_CONF.items():
         assert f"{key}: {value}" in conf
-    jm_log = (REAL_LOGS / "checkpoint-expired-v1.20/log/flink-flink-standalonesession-0-vm.log").read_text()
+    jm_log = (DATA / "checkpoint-expired/backpressure-aligned-timeout-10s/log/"
+              "flink-flink-standalonesession-0-vm.log").read_text()
     assert "\n".join(GENUINE_JM_LOG) in jm_log
     mem = parse_logged_breakdown(tm_log.splitlines())
     assert _pools(mem) == DEFAULT_1728M
@@ -185,16 +187,18 @@ def test_genuine_invalid_fractions_config_raises_flinks_own_error():
     assert "0.7" in text and "780.800mb" in text
 
 
-SEED = {P + "managed.fraction": "0.7", P + "network.fraction": "0.4", P + "jvm-overhead.fraction": "0.4",
-        P + "network.min": "256mb", P + "network.max": "1024mb", P + "jvm-overhead.min": "256mb",
-        P + "jvm-overhead.max": "1gb", P + "framework.heap.size": "64mb", P + "framework.off-heap.size": "64mb",
-        "taskmanager.heap.size": "1024m"}
+# A user's TaskManager configuration, asked about when off-heap memory grew until the job died: the legacy heap size
+# with fractions that cannot fit in it.
+LEGACY_HEAP_FRACTIONS = {P + "managed.fraction": "0.7", P + "network.fraction": "0.4",
+                         P + "jvm-overhead.fraction": "0.4", P + "network.min": "256mb", P + "network.max": "1024mb", P + "jvm-overhead.min": "256mb",
+                         P + "jvm-overhead.max": "1gb", P + "framework.heap.size": "64mb",
+                         P + "framework.off-heap.size": "64mb", "taskmanager.heap.size": "1024m"}
 
 
 @pytest.mark.parametrize("version", [(1, 11), (1, 16), (1, 20)])
-def test_seed_example_standalone_maps_legacy_heap_to_flink_size_and_fails(version):
+def test_legacy_heap_with_fractions_standalone_maps_legacy_heap_to_flink_size_and_fails(version):
     with pytest.raises(MemoryConfigError) as info:
-        derive_taskmanager_memory(SEED, version)
+        derive_taskmanager_memory(LEGACY_HEAP_FRACTIONS, version)
     err = info.value
     assert err.constraint == "fractions-exceed-total"
     # Flink 1.20.3 BashJavaUtils on this configuration
@@ -207,9 +211,9 @@ def test_seed_example_standalone_maps_legacy_heap_to_flink_size_and_fails(versio
                             "manager heap value (1024.000mb (1073741824 bytes)) for it.")
 
 
-def test_seed_example_on_yarn_maps_legacy_heap_to_process_size_and_still_fails():
+def test_legacy_heap_with_fractions_on_yarn_maps_legacy_heap_to_process_size_and_still_fails():
     with pytest.raises(MemoryConfigError) as info:
-        derive_taskmanager_memory(SEED, (1, 20), deployment="yarn")
+        derive_taskmanager_memory(LEGACY_HEAP_FRACTIONS, (1, 20), deployment="yarn")
     assert info.value.constraint == "fractions-exceed-total"
     assert info.value.flink_message.endswith(
         "Managed Memory (250.880mb (263066737 bytes)) and Network Memory (256.000mb (268435456 bytes)) exceed "
@@ -218,9 +222,9 @@ def test_seed_example_on_yarn_maps_legacy_heap_to_process_size_and_still_fails()
                "256.000mb" in note for note in info.value.notes)
 
 
-def test_seed_example_on_flink_2_has_no_size_at_all():
+def test_legacy_heap_with_fractions_on_flink_2_has_no_size_at_all():
     with pytest.raises(MemoryConfigError) as info:
-        derive_taskmanager_memory(SEED, (2, 0))
+        derive_taskmanager_memory(LEGACY_HEAP_FRACTIONS, (2, 0))
     assert info.value.constraint == "no-size-configured"
     assert any("'taskmanager.heap.size' was removed in Flink 2.0" in n for n in info.value.notes)
 
@@ -412,8 +416,8 @@ def test_jobmanager_default_reproduces_the_genuine_1_20_breakdown():
 
 BROKEN = {
     "genuine-fractions": INVALID_CONF,
-    "seed": SEED,
-    "seed-yarn": SEED,
+    "legacy-heap-fractions": LEGACY_HEAP_FRACTIONS,
+    "legacy-heap-fractions-yarn": LEGACY_HEAP_FRACTIONS,
     "fixed-sizes": {P + "flink.size": "2g", P + "task.heap.size": "1500m", P + "managed.size": "1g"},
     "fixed-under-process": {P + "process.size": "3g", P + "task.heap.size": "2g", P + "managed.size": "1g"},
     "huge-framework-heap": {P + "process.size": "1g", P + "framework.heap.size": "1g"},
@@ -440,7 +444,7 @@ def _versions(name):
 @pytest.mark.parametrize("name", sorted(BROKEN))
 def test_suggest_fix_results_pass_the_model(name):
     conf, version = BROKEN[name], _versions(name)
-    deployment = "yarn" if name == "seed-yarn" else "standalone"
+    deployment = "yarn" if name == "legacy-heap-fractions-yarn" else "standalone"
     with pytest.raises(MemoryConfigError) as info:
         derive_taskmanager_memory(conf, version, deployment=deployment)
     fix = suggest_fix(conf, version, info.value, deployment=deployment)
@@ -520,13 +524,13 @@ def test_suggest_fix_for_over_budget_fractions_resets_only_what_is_needed():
     assert fix == {P + "managed.fraction": None, P + "network.fraction": None}
 
 
-def test_suggest_fix_for_the_seed_example_leaves_a_usable_task_heap():
+def test_suggest_fix_for_legacy_heap_with_fractions_leaves_a_usable_task_heap():
     # managed.fraction alone would start Flink, with 76.8m of task heap; the network fraction goes too
-    fix = suggest_fix(SEED, (1, 20))
+    fix = suggest_fix(LEGACY_HEAP_FRACTIONS, (1, 20))
     assert fix == {P + "managed.fraction": None, P + "network.fraction": None}
-    mem = derive_taskmanager_memory({k: v for k, v in {**SEED, **fix}.items() if v is not None}, (1, 20))
+    mem = derive_taskmanager_memory({k: v for k, v in {**LEGACY_HEAP_FRACTIONS, **fix}.items() if v is not None}, (1, 20))
     assert mem.flink == 1 << 30 and mem.task_heap >= 128 * MIB
-    alone = {k: v for k, v in SEED.items() if k != P + "managed.fraction"}
+    alone = {k: v for k, v in LEGACY_HEAP_FRACTIONS.items() if k != P + "managed.fraction"}
     assert derive_taskmanager_memory(alone).task_heap < 128 * MIB
 
 

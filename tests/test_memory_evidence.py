@@ -1,7 +1,7 @@
 """memory_evidence: what the memory runbooks read from an incident (effective breakdown, user config, kills, RocksDB)."""
 from __future__ import annotations
 
-from conftest import incident_from_text
+from corpus import incident_from_text
 from flink_runbooks.parse.config import ConfigSource
 from flink_runbooks.evidence.memory.incident import (
     container_memory_kills, deployment_of, distinct_containers, effective_taskmanager_memory, k8s_quantity,
@@ -139,9 +139,9 @@ def test_rocksdb_memory_unbounded_over_budget_or_budgeted():
     unbounded = rocksdb_memory(incident_from_text("", {**ROCKS, "state.backend.rocksdb.memory.managed": "false"},
                                                   "1.13.6"))
     assert unbounded.problem == "unbounded" and unbounded.managed_memory == 536870920
-    seed = incident_from_text("", {**ROCKS, "state.backend.rocksdb.memory.managed": "false",
-                                   "state.backend.rocksdb.memory.fixed-per-slot": "924m"}, "1.13.6")
-    rocks = rocksdb_memory(seed)
+    user_budget = incident_from_text("", {**ROCKS, "state.backend.rocksdb.memory.managed": "false",
+                                          "state.backend.rocksdb.memory.fixed-per-slot": "924m"}, "1.13.6")
+    rocks = rocksdb_memory(user_budget)
     assert rocks.problem == "over-budget" and rocks.demand == 924 * MIB and rocks.room == 536870920
     budgeted = incident_from_text("", {**ROCKS, "state.backend.rocksdb.memory.fixed-per-slot": "256m",
                                        "taskmanager.numberOfTaskSlots": "2"}, "1.16.3")
@@ -157,9 +157,9 @@ def test_the_jobs_logged_state_backend_overrides_the_configuration():
 
 
 def test_rocksdb_fix_keeps_the_memory_the_user_meant_rocksdb_to_have():
-    seed = incident_from_text("", {**ROCKS, "state.backend.rocksdb.memory.managed": "false",
-                                   "state.backend.rocksdb.memory.fixed-per-slot": "924m"}, "1.13.6")
-    changes = rocksdb_fix(seed, rocksdb_memory(seed))
+    user_budget = incident_from_text("", {**ROCKS, "state.backend.rocksdb.memory.managed": "false",
+                                          "state.backend.rocksdb.memory.fixed-per-slot": "924m"}, "1.13.6")
+    changes = rocksdb_fix(user_budget, rocksdb_memory(user_budget))
     assert changes["state.backend.rocksdb.memory.managed"] == "true"
     assert changes["state.backend.rocksdb.memory.fixed-per-slot"] is None
     assert changes["taskmanager.memory.process.size"] == "2217m"

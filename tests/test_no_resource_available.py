@@ -1,7 +1,7 @@
 """Detector no-resource-available: required slots against what the cluster had and what the job got."""
 from __future__ import annotations
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from test_cluster import line
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors

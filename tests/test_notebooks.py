@@ -9,7 +9,7 @@ import re
 import nbformat
 import pytest
 
-from conftest import DATA, ROOT
+from corpus import DATA, ROOT
 from flink_runbooks.detectors import slugs
 
 RUNBOOKS = ROOT / "runbooks"
@@ -132,13 +132,24 @@ def test_every_runbook_reference_names_a_runbook_of_the_catalogue():
 
 
 def test_no_text_users_read_mentions_the_source_documents():
-    # Users never saw the source documents: production cases are described in their own words.
-    wording = re.compile(r"\b(?:the|a|our|this) seed\b|\bseed(?:'s| \d{3}| deployment| question)|\bSEED_|seeds/",
-                         re.IGNORECASE)
-    hits = [f"{name}: {m.group(0)}" for name, text in _texts_that_reference_runbooks()
+    # Users never saw the source documents: production cases are described in their own words, in the tests too.
+    wording = re.compile(r"\b(?:the|a|our|this) seed\b|\bseed(?:'s| \d{3}| deployment| question| example)|"
+                         r"test_\w*seed|seeds/|(?-i:\bSEED\w*|\w+_SEED\b)", re.IGNORECASE)
+    tests = [(str(path.relative_to(ROOT)), path.read_text()) for path in sorted((ROOT / "tests").rglob("*"))
+             if path.is_file() and path.suffix in (".py", ".md", ".txt") and path.name != "test_notebooks.py"]
+    hits = [f"{name}: {m.group(0)}" for name, text in _texts_that_reference_runbooks() + tests
             for m in wording.finditer(text)]
-    for path in sorted(DATA.glob("*/*/expected.json")) + sorted(DATA.glob("*/README.md")):
+    for path in sorted(DATA.glob("*/*/expected.json")) + sorted(DATA.glob("*/README.md")) + sorted(DATA.rglob("*.yaml")):
         hits += [f"{path.relative_to(DATA)}: {m.group(0)}" for m in wording.finditer(path.read_text())]
+    assert not hits, "\n".join(hits)
+
+
+def test_tests_read_nothing_outside_the_repository():
+    # A clone with nothing beside it must pass: what a test reads is copied into the repository, its origin stated.
+    outside = re.compile(r"""["']/work/|ROOT\.parent\b|parents\[[2-9]\]|["']\.\./shared|["']shared["'] ?/ ?["'](?:seeds|real-logs|reference)""")
+    hits = [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in sorted((ROOT / "tests").rglob("*.py"))
+            if path.name != "test_notebooks.py"
+            for n, line in enumerate(path.read_text().splitlines(), 1) if outside.search(line)]
     assert not hits, "\n".join(hits)
 
 

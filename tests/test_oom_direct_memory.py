@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest

@@ -353,7 +353,7 @@ def test_apply_to_config():
     ("insufficient-network-buffers", "legacy-network-at-min-v1.9", (1, 9)),
 ])
 def test_json_patch_keys_are_spelled_for_the_incidents_version(spark, capsys, slug, name, version):
-    from conftest import DATA
+    from corpus import DATA
     from flink_runbooks.apps import cli
     from flink_runbooks.parse import keys as key_names
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import example
+from corpus import example
 from flink_runbooks.collect.progress import scan_status
 
 INCIDENT = example("checkpoint-tolerable-failure-threshold", "storage-permission-denied")

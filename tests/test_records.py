@@ -13,7 +13,7 @@ Caused by: org.apache.flink.util.SerializedThrowable: java.io.IOException: Mkdir
 2026-11-22 02:54:11,473 INFO  org.apache.flink.runtime.source.coordinator.SourceCoordinator [] - Marking checkpoint 3 as aborted.
 """
 
-SEED_ROCKSDB_EXCERPT = """\
+ROCKSDB_BLOG_EXCERPT = """\
 2023-06-14 23:42:46
 java.lang.Exception: Exception while creating StreamOperatorStateContext.
     at org.apache.flink.streaming.api.operators.StreamTaskStateInitializerImpl.streamOperatorStateContext(StreamTaskStateInitializerImpl.java:256)
@@ -36,7 +36,7 @@ def test_chain_of_a_jobmanager_failure_with_serialized_throwable_unwrapped():
 
 
 def test_bare_excerpt_without_timestamps_and_cut_off():
-    recs = assemble(SEED_ROCKSDB_EXCERPT.splitlines())
+    recs = assemble(ROCKSDB_BLOG_EXCERPT.splitlines())
     chained = [r for r in recs if r.chain]
     assert len(chained) == 1
     chain = chained[0].chain

@@ -1,7 +1,7 @@
 """Detector restart-strategy-exhausted: which fault kept recurring, whether restarting could ever help, what budget fits."""
 from __future__ import annotations
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from test_cluster import line
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.parse.keys import canonical
@@ -15,7 +15,7 @@ FIXED = "FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts=3, backof
 
 
 def _failure(ts: str, fault: str, last: bool = False, strategy: str = FIXED) -> list[str]:
-    out = [line(f"{ts},000", f"stateful-map (1/1) (379e_857e_0_0) switched from RUNNING to FAILED on localhost:35839-571af0 @ localhost (dataPort=33865)."),
+    out = [line(f"{ts},000", "stateful-map (1/1) (379e_857e_0_0) switched from RUNNING to FAILED on localhost:35839-571af0 @ localhost (dataPort=33865)."),
            fault, "\tat com.acme.Scorer.map(Scorer.java:42) ~[job.jar:?]"]
     if last:
         out += [line(f"{ts},010", f"Job invoice-validator ({JOB}) switched from state RUNNING to FAILING."),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest
@@ -11,7 +11,8 @@ from flink_runbooks.render.patches import render_config_diff, render_flinkdeploy
 
 SLUG = "rocksdb-hardlink-not-supported"
 
-SEED = """\
+# a vendor knowledge-base article's trace and configuration (Flink 1.8, RocksDB on NFS)
+ARTICLE_TRACE = """\
 2019-10-15 12:33:53,699 INFO org.apache.flink.streaming.api.operators.AbstractStreamOperator [] - Could not complete snapshot 1 for operator testOperator (1/2).
 org.rocksdb.RocksDBException: while link file to /mnt/checkpoints/job/<path>/chk-1.tmp/000022.sst: /mnt/checkpoints/job/<path>/db/000022.sst: Not supported
 at org.rocksdb.Checkpoint.createCheckpoint(Native Method)
@@ -19,9 +20,9 @@ at org.rocksdb.Checkpoint.createCheckpoint(Checkpoint.java:51)
 at org.apache.flink.contrib.streaming.state.snapshot.RocksIncrementalSnapshotStrategy.takeDBNativeCheckpoint(RocksIncrementalSnapshotStrategy.java:243)
 at org.apache.flink.streaming.runtime.tasks.StreamTask.triggerCheckpointOnBarrier(StreamTask.java:586)
 """
-SEED_CONFIG = {"state.backend": "rocksdb", "state.backend.incremental": "'true'",
-               "state.checkpoints.dir": "'file:///mnt/checkpoints'",
-               "state.backend.rocksdb.localdir": "/mnt/checkpoints/job"}
+ARTICLE_CONFIG = {"state.backend": "rocksdb", "state.backend.incremental": "'true'",
+                  "state.checkpoints.dir": "'file:///mnt/checkpoints'",
+                  "state.backend.rocksdb.localdir": "/mnt/checkpoints/job"}
 
 
 def link_failure(localdir: str, checkpoint: int = 7, error: str = "Operation not supported") -> str:
@@ -39,8 +40,8 @@ def detect(text: str, config: dict | None = None, version: str | None = None):
     return get_detector(SLUG).detect(incident_from_text(text, config, version, file="taskmanager.log"))
 
 
-def test_the_seed_localdir_inside_the_checkpoint_directory():
-    [finding] = detect(SEED, SEED_CONFIG, "1.8.2")
+def test_the_articles_localdir_inside_the_checkpoint_directory():
+    [finding] = detect(ARTICLE_TRACE, ARTICLE_CONFIG, "1.8.2")
     assert finding.root_cause.slug == "localdir-on-checkpoint-storage" and finding.confidence == 0.9
     assert finding.details["same_mount_as_checkpoints"] == "inside"
     assert finding.details["error"] == "Not supported"
@@ -93,13 +94,13 @@ def test_without_configuration_the_path_in_the_message_is_used():
 @pytest.mark.parametrize("version,key", [("1.18.1", "state.backend.incremental"),
                                          ("1.20.0", "execution.checkpointing.incremental")])
 def test_stopgap_names_the_incremental_key_of_the_version(version, key):
-    [finding] = detect(SEED, SEED_CONFIG, version)
+    [finding] = detect(ARTICLE_TRACE, ARTICLE_CONFIG, version)
     stopgap = next(p for p in finding.patches if p.key == "stopgap without a local disk")
     assert stopgap.snippet == f"{key}: false"
 
 
 def test_the_patch_renders_for_flink_conf_and_for_the_operator():
-    [finding] = detect(SEED, SEED_CONFIG, "1.18.1")
+    [finding] = detect(ARTICLE_TRACE, ARTICLE_CONFIG, "1.18.1")
     diff = render_config_diff(finding.patches, None, "1.18.1")
     assert "+++ b/flink-conf.yaml" in diff and "+state.backend.rocksdb.localdir: /tmp/rocksdb" in diff
     assert "state.backend.rocksdb.localdir: /tmp/rocksdb" in render_flinkdeployment_patch(finding.patches, "2.0.0")

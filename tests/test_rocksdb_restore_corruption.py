@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.parse.keys import canonical
 from flink_runbooks.diagnose import run_detectors
@@ -18,7 +18,7 @@ BUILDER = "org.apache.flink.contrib.streaming.state.RocksDBKeyedStateBackendBuil
 INSTANCE = f"/data/rocksdb/job_{JOB}_op_StreamMap_857e9877747f27b5e758680f3644828a__1_1__uuid_8a10e29f-e3de-442c-a70f-246bb1b572fb"
 MAGIC = f"Bad table magic number: expected 9863518390377041911, found 17223112372431451250 in {INSTANCE}/db/000210.sst"
 
-SEED = f"""\
+BLOG_TRACE = """\
 2023-06-14 23:42:46
 java.lang.Exception: Exception while creating StreamOperatorStateContext.
     at org.apache.flink.streaming.api.operators.StreamTaskStateInitializerImpl.streamOperatorStateContext(StreamTaskStateInitializerImpl.java:256)
@@ -131,8 +131,8 @@ def test_download_from_the_checkpoint_storage_means_the_checkpoint_is_corrupt():
     assert "no task-local copy" in finding.summary
 
 
-def test_the_seed_trace_downloads_before_it_opens():
-    [finding] = detect(SEED, version="1.16.1")
+def test_the_blog_posts_trace_downloads_before_it_opens():
+    [finding] = detect(BLOG_TRACE, version="1.16.1")
     assert finding.root_cause.slug == "remote-checkpoint-corrupt" and finding.confidence == 0.9
     assert finding.details["corrupt_files"] == ["000210.sst"]
     assert "Bad table magic number" in finding.summary

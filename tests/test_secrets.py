@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from conftest import example
+from corpus import example
 from flink_runbooks.apps import cli
 
 # its module-scoped fixtures are built once: every test of the module runs on one worker

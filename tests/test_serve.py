@@ -17,7 +17,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from support import processes_marked
-from conftest import example
+from corpus import example
 from flink_runbooks.apps import serve
 from flink_runbooks.apps import triage as triage_module
 
@@ -339,7 +339,7 @@ def test_stopping_the_server_marks_its_unfinished_runs_interrupted_at_once(block
 
 @pytest.mark.notebook
 def test_stopping_the_server_stops_a_running_triage_s_notebooks_and_its_report_says_interrupted(monkeypatch, tmp_path):
-    from conftest import ROOT
+    from corpus import ROOT
 
     slug = "checkpoint-tolerable-failure-threshold"
     logs_root = tmp_path / "logs"

@@ -3,7 +3,6 @@ with every runbook executed (marked `notebook`); the pages in headless Chromium 
 from __future__ import annotations
 
 import dataclasses
-import glob
 import html as html_lib
 import json
 import pathlib
@@ -12,7 +11,7 @@ import re
 import nbformat
 import pytest
 
-from conftest import DATA, ROOT
+from corpus import DATA, INCIDENT_REPORTS, ROOT
 from support import chromium, serve_directory
 from flink_runbooks.parse import keys
 from flink_runbooks import catalogue
@@ -24,7 +23,6 @@ from flink_runbooks.parse.redact import REDACTED, is_sensitive_key
 # its module-scoped fixtures are built once: every test of the module runs on one worker
 pytestmark = pytest.mark.xdist_group("test_site")
 
-SEEDS = ROOT.parent / "shared" / "seeds"  # the shared folder beside the repository
 THRESHOLD = "checkpoint-tolerable-failure-threshold"
 KAFKA = "kafka-offset-commit-failure"
 ROCKSDB_HARDLINK = "rocksdb-hardlink-not-supported"
@@ -519,9 +517,10 @@ def test_every_exported_signature_compiles_in_the_browser(built_site, watched):
 
 
 def _sample_lines() -> list[str]:
-    """Real log lines: the seeds and the example incidents (lines that some pattern matches, and others)."""
+    """Real log lines: the production write-ups and the example incidents (lines that some pattern matches, and
+    others)."""
     lines = []
-    for path in sorted(SEEDS.glob("*.txt")):
+    for path in sorted(INCIDENT_REPORTS.glob("*.txt")):
         lines += path.read_text(errors="replace").splitlines()
     for path in sorted(DATA.glob("*/*/**/*")):
         if path.is_file() and path.suffix in (".log", ".out", ".txt") and path.stat().st_size < 2_000_000:
@@ -553,13 +552,6 @@ def test_browser_regexes_match_the_same_lines_as_the_detectors(built_site, watch
     assert not differ, differ[:10]
 
 
-def _seed(prefix: str) -> str:
-    matches = glob.glob(str(SEEDS / f"{prefix}_*.txt"))
-    if not matches:
-        pytest.skip(f"seed {prefix} is not in {SEEDS}")
-    return pathlib.Path(matches[0]).read_text()
-
-
 def _paste(watched, text: str):
     page = watched.open("trace.html")
     page.fill("#trace-input", text)
@@ -570,9 +562,9 @@ def _paste(watched, text: str):
 
 @pytest.mark.browser
 @pytest.mark.notebook
-def test_stack_trace_page_identifies_the_kafka_commit_failure_of_seed_000(built_site, watched):
+def test_stack_trace_page_identifies_the_kafka_commit_failure_a_blog_post_shows(built_site, watched):
     _assert_published(built_site, KAFKA)
-    lines = _seed("000").splitlines()
+    lines = (INCIDENT_REPORTS / "flink-exceptions-in-deployment.txt").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if re.search(r"KafkaSourceReader .*Failed to$", line))
     end = next(i for i in range(start, len(lines)) if lines[i].startswith("Reason:"))
     page = _paste(watched, "\n".join(lines[start:end]))
@@ -586,9 +578,9 @@ def test_stack_trace_page_identifies_the_kafka_commit_failure_of_seed_000(built_
 
 @pytest.mark.browser
 @pytest.mark.notebook
-def test_stack_trace_page_identifies_the_rocksdb_hard_link_failure_of_seed_002(built_site, watched):
+def test_stack_trace_page_identifies_the_rocksdb_hard_link_failure_of_a_knowledge_base_article(built_site, watched):
     _assert_published(built_site, ROCKSDB_HARDLINK)
-    lines = _seed("002").splitlines()
+    lines = (INCIDENT_REPORTS / "rocksdb-not-supported-on-nfs.txt").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if "Could not complete snapshot" in line)
     end = start + 1
     while end < len(lines) and (lines[end].lstrip().startswith("at ") or "Exception" in lines[end]):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import incident_from_text
+from corpus import incident_from_text
 from flink_runbooks.evidence.checkpoints import CheckpointAttempt
 from flink_runbooks.evidence.snapshot_failures import (checkpoint_dir, datanode_trouble, failure_bursts, is_legacy,
                                               proposed_tolerance, snapshot_failures, storage_error, transient_blip)

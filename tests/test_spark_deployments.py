@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import example
+from corpus import example
 from flink_runbooks.apps import cli
 from spark_deployments import ConnectServer, StandaloneCluster, loopback_env, start_connect_server, start_standalone
 

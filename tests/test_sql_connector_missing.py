@@ -2,7 +2,7 @@
 place of the SQL jar, the SQL client's session without the jar, a program without the connector."""
 from __future__ import annotations
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from test_cluster import line
 from flink_runbooks.collect.ingest import ingest
 from flink_runbooks.detectors import get_detector

@@ -1,7 +1,7 @@
 """Detector state-restore-files-missing: why a snapshot's files are gone, and where to restore from instead."""
 from __future__ import annotations
 
-from conftest import example, incident_from_files, incident_from_text
+from corpus import example, incident_from_files, incident_from_text
 from test_cluster import line
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import example
+from corpus import example
 from flink_runbooks.apps import cli
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.render.report import diagnosis_dict

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import ROOT
+from corpus import ROOT
 
 
 def test_a_grouped_module_runs_on_one_worker(tmp_path):

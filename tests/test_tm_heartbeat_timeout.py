@@ -1,7 +1,7 @@
 """Detector tm-heartbeat-timeout: frozen, dead, cut off or a stalled JobManager, told apart by the TaskManager's log."""
 from __future__ import annotations
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from test_cluster import incident_of, line
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import example, incident_from_text
+from corpus import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.collect.ingest import ingest
@@ -29,8 +29,8 @@ Caused by: org.apache.flink.configuration.IllegalConfigurationException: Sum of 
 \tat org.apache.flink.runtime.util.config.memory.taskmanager.TaskExecutorFlinkMemoryUtils.deriveFromTotalFlinkMemory(TaskExecutorFlinkMemoryUtils.java:178)
 \t... 3 more
 """
-SEED_FRACTIONS = {P + "process.size": "1728m", P + "managed.fraction": "0.7", P + "network.fraction": "0.4",
-                  P + "jvm-overhead.fraction": "0.4"}
+FRACTIONS_OVER_TOTAL = {P + "process.size": "1728m", P + "managed.fraction": "0.7", P + "network.fraction": "0.4",
+                        P + "jvm-overhead.fraction": "0.4"}
 
 
 def _patched_model(inc, finding):
@@ -39,8 +39,8 @@ def _patched_model(inc, finding):
                                      deployment=deployment_of(inc))
 
 
-def test_seed_fractions_explained_with_the_numbers_and_repaired():
-    inc = incident_from_text(GENUINE_START_FAILURE, SEED_FRACTIONS, "1.20.3", file="cli-start-cluster.out")
+def test_fractions_over_total_explained_with_the_numbers_and_repaired():
+    inc = incident_from_text(GENUINE_START_FAILURE, FRACTIONS_OVER_TOTAL, "1.20.3", file="cli-start-cluster.out")
     [finding] = get_detector(SLUG).detect(inc)
     assert finding.root_cause.slug == "fractions-exceed-total" and finding.severity == "failure"
     assert "334m more than there is" in finding.summary
@@ -60,7 +60,7 @@ def test_seed_fractions_explained_with_the_numbers_and_repaired():
 
 def test_the_configuration_alone_is_enough_when_the_logs_only_show_no_taskmanager():
     inc = incident_from_text("2026-11-22 03:01:09,100 INFO  org.apache.flink.runtime.resourcemanager."
-                             "slotmanager.FineGrainedSlotManager [] - Starting the slot manager.", SEED_FRACTIONS,
+                             "slotmanager.FineGrainedSlotManager [] - Starting the slot manager.", FRACTIONS_OVER_TOTAL,
                              "1.20.3")
     [finding] = get_detector(SLUG).detect(inc)
     assert finding.root_cause.slug == "fractions-exceed-total" and finding.confidence < 0.95
@@ -131,12 +131,13 @@ def test_jobmanager_memory_errors_are_the_jobmanagers():
     assert [(p.key, p.proposed) for p in finding.patches] == [("jobmanager.memory.flink.size", None)]
 
 
-ROCKSDB_SEED = {P + "process.size": "1728m", "state.backend": "rocksdb",
-                "state.backend.rocksdb.memory.fixed-per-slot": "924m", "state.backend.rocksdb.memory.managed": "false"}
+ROCKSDB_OUTSIDE_BUDGET = {P + "process.size": "1728m", "state.backend": "rocksdb",
+                          "state.backend.rocksdb.memory.fixed-per-slot": "924m",
+                          "state.backend.rocksdb.memory.managed": "false"}
 
 
 def test_rocksdb_outside_the_budget_is_a_warning_with_a_budgeted_fix():
-    inc = incident_from_text("", ROCKSDB_SEED, "1.13.6")
+    inc = incident_from_text("", ROCKSDB_OUTSIDE_BUDGET, "1.13.6")
     [finding] = get_detector(SLUG).detect(inc)
     assert (finding.root_cause.slug, finding.severity) == ("rocksdb-unmanaged-memory", "warning")
     assert "924m x 1 slot(s) = 924m" in finding.summary and "412m short" in finding.summary
@@ -170,13 +171,13 @@ def test_near_misses_valid_unusual_memory_and_budgeted_rocksdb_give_nothing():
 def test_a_taskmanager_that_started_proves_the_file_is_not_what_it_loaded():
     started = "INFO  [] - Final TaskExecutor Memory configuration:\n" + "\n".join(
         f"INFO  [] - {line}" for line in derive_taskmanager_memory({P + "process.size": "1728m"}).log_lines()[1:])
-    inc = incident_from_text(started, SEED_FRACTIONS, "1.20.3")
+    inc = incident_from_text(started, FRACTIONS_OVER_TOTAL, "1.20.3")
     assert get_detector(SLUG).detect(inc) == []
 
 
 def test_patches_render_into_the_users_file_of_each_generation():
-    flat = "".join(f"{k}: {v}\n" for k, v in SEED_FRACTIONS.items())
-    old = incident_from_text("", SEED_FRACTIONS, "1.18.1")
+    flat = "".join(f"{k}: {v}\n" for k, v in FRACTIONS_OVER_TOTAL.items())
+    old = incident_from_text("", FRACTIONS_OVER_TOTAL, "1.18.1")
     old.config.set_file("flink-conf.yaml", flat, "flat")
     [finding] = get_detector(SLUG).detect(old)
     diff = render_config_diff(finding.patches, old.config, (1, 18))
@@ -184,7 +185,7 @@ def test_patches_render_into_the_users_file_of_each_generation():
     assert not [line for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
     nested = ("taskmanager:\n  memory:\n    process:\n      size: 1728m\n    managed:\n      fraction: 0.7\n"
               "    network:\n      fraction: 0.4\n    jvm-overhead:\n      fraction: 0.4\n")
-    new = incident_from_text("", SEED_FRACTIONS, "2.0.0")
+    new = incident_from_text("", FRACTIONS_OVER_TOTAL, "2.0.0")
     new.config.set_file("config.yaml", nested, "nested")
     [finding] = get_detector(SLUG).detect(new)
     diff = render_config_diff(finding.patches, new.config, (2, 0))
@@ -227,5 +228,5 @@ def test_legacy_keys_mixed_with_flip49_and_a_2mb_segment_are_flagged():
 
 
 def test_a_clean_flip49_configuration_gets_no_legacy_notes():
-    [finding] = get_detector(SLUG).detect(incident_from_text("", SEED_FRACTIONS, "1.17.2"))
+    [finding] = get_detector(SLUG).detect(incident_from_text("", FRACTIONS_OVER_TOTAL, "1.17.2"))
     assert "Also in this configuration" not in finding.summary

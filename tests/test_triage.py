@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 
 from support import processes_marked
-from conftest import ROOT, example
+from corpus import ROOT, example
 from flink_runbooks.apps import cli
 from flink_runbooks.apps.triage import TriageError, triage
 

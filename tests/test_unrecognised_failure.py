@@ -7,7 +7,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from conftest import DATA, example, incident_from_text
+from corpus import DATA, example, incident_from_text
 from flink_runbooks.collect.ingest import ingest
 from flink_runbooks.collect.scan import line_patterns
 from flink_runbooks.detectors import get_detector
@@ -159,8 +159,7 @@ def test_every_example_folder_has_an_expectation():
 
 
 def test_an_excerpt_does_not_claim_what_the_job_did_next():
-    from conftest import incident_from_text
-    from flink_runbooks.diagnose import run_detectors
+    from corpus import incident_from_text
 
     text = ("2024-05-02 10:11:12,345 WARN  org.apache.flink.runtime.taskmanager.Task [] - Map (1/4)#3 "
             "(a1b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6_1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d_0_3) switched from RUNNING to FAILED "

@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
-from conftest import DATA, ROOT
+from corpus import DATA, ROOT
 from support import chromium, serve_directory
 from flink_runbooks.render.html_table import html_table
 from flink_runbooks.render.markdown import code_block, code_span, render_markdown
@@ -354,7 +354,7 @@ def test_no_page_written_from_a_planted_incident_runs_its_script(planted_outputs
 def test_a_file_name_with_dollar_signs_is_drawn_on_the_timeline_as_it_is():
     import io
 
-    from conftest import incident_from_text
+    from corpus import incident_from_text
     from flink_runbooks import notebook as nb
     from flink_runbooks.diagnose import run_detectors
 

@@ -200,6 +200,15 @@ class Incident:
         return f"{self.records_read:,} records" + (f" ({folded:,} repeats folded)" if folded else "")
 
 
+def typed_flink_version(text: str) -> str:
+    """A Flink version a user typed (``--flink-version``, an alert's annotation): a release number from 1.0 to 1.20 or
+    2.x, e.g. ``1.18.1`` or ``v2.1``, without its ``v``. Anything else raises ``ValueError`` with a one-line reason."""
+    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:-[\w.]+)?", text.strip())
+    if not m or not ((m.group(1) == "1" and int(m.group(2)) <= 20) or (m.group(1) == "2" and int(m.group(2)) <= 9)):
+        raise ValueError(f"{text!r} is not a Flink version (expected e.g. 1.18.1, 1.20 or 2.1)")
+    return text.strip().removeprefix("v")
+
+
 def parse_version(version: str | None) -> tuple[int, ...] | None:
     if not version:
         return None

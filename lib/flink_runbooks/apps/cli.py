@@ -30,12 +30,12 @@ def _on_sigterm(_signum, _frame):
 
 def flink_version(text: str) -> str:
     """``--flink-version``: a Flink release number (1.0 to 1.20, 2.x), e.g. ``1.18.1``; anything else is a usage error."""
-    import re
+    from flink_runbooks.model import typed_flink_version
 
-    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:-[\w.]+)?", text.strip())
-    if not m or not ((m.group(1) == "1" and int(m.group(2)) <= 20) or (m.group(1) == "2" and int(m.group(2)) <= 9)):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a Flink version (expected e.g. 1.18.1, 1.20 or 2.1)")
-    return text.strip().removeprefix("v")
+    try:
+        return typed_flink_version(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class _Parser(argparse.ArgumentParser):

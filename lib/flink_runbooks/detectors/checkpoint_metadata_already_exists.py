@@ -183,7 +183,7 @@ class CheckpointMetadataAlreadyExists(Detector):
                 return "restored-behind-newer-checkpoints", (
                     f"the run restored from {where} and its next checkpoint chk-{first.checkpoint_id} already existed")
         if run is not None and run.fresh and not own_before:
-            before = f"; an earlier run of the same job id is in these logs" if earlier else ""
+            before = "; an earlier run of the same job id is in these logs" if earlier else ""
             kept = f" (chk-{', chk-'.join(map(str, sorted(retained)))} retained)" if retained else ""
             return "job-id-reused", (f"the run of job {first.job} started without restoring, so its counter began at "
                                      f"1 and chk-{first.checkpoint_id} of an earlier run with that id was still "

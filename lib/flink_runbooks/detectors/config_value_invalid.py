@@ -121,7 +121,7 @@ class ConfigValueInvalid(Detector):
                 "The configuration reference of this exact release gives each option's type (Duration, MemorySize, "
                 "Integer, an enum's values); the deepest 'Caused by' under 'Could not parse value' names the part it "
                 "could not read.",
-                snippet=f"grep -n -A20 \"Could not parse value\" log/*.log cli/*.out | grep 'Caused by'"))
+                snippet="grep -n -A20 \"Could not parse value\" log/*.log cli/*.out | grep 'Caused by'"))
         details = {
             "keys": {version_key(incident, f.key): {"value": f.value, "expects": f.expects, "proposed": proposed[f.key]}
                      for f in failures},

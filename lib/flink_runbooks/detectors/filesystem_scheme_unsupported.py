@@ -242,8 +242,8 @@ class FilesystemSchemeUnsupported(Detector):
             name = plugins[0]
             out.append(self.ops_patch(
                 "install the file system plugin",
-                f"Each plugin in its own folder of plugins/, on every JobManager and TaskManager (images included); "
-                f"the jar is in the distribution's opt/ folder.",
+                "Each plugin in its own folder of plugins/, on every JobManager and TaskManager (images included); "
+                "the jar is in the distribution's opt/ folder.",
                 snippet=(f"mkdir -p $FLINK_HOME/plugins/{name.removeprefix('flink-')}\n"
                          f"cp $FLINK_HOME/opt/{name}-{version}.jar $FLINK_HOME/plugins/{name.removeprefix('flink-')}/\n"
                          f"# Docker / Kubernetes (official image): env ENABLE_BUILT_IN_PLUGINS={name}-{version}.jar\n"

@@ -234,7 +234,7 @@ def _capacity(incident: Incident, first: Event) -> dict:
     # own JobManager log shows it.
     registered = [tm for tm in inv.taskmanagers.values()
                   if any(not r or not first.ts or r <= first.ts for r in tm.registered)]
-    lost = [tm for tm in registered if any(not l.orderly and (l.ts or "") <= (first.ts or "~") for l in tm.losses)]
+    lost = [tm for tm in registered if any(not loss.orderly and (loss.ts or "") <= (first.ts or "~") for loss in tm.losses)]
     if "cluster_taskmanagers" not in out and (registered or _jobmanager_log_from_start(incident)):
         out["cluster_taskmanagers"] = len(registered) - len(lost)
     if lost:

@@ -340,7 +340,7 @@ def _lost_taskmanagers(incident: Incident) -> set[str]:
     """host:port of TaskManagers the JobManager declared dead by heartbeat or reachability."""
     out = set()
     for rx in (cluster.HEARTBEAT_TIMEOUT, cluster.UNREACHABLE):
-        for ev, m in incident.find(rx):
+        for _event, m in incident.find(rx):
             hp = re.match(r"([\w.\-]+:\d+)", m["tm"] or "")
             if hp:
                 out.add(hp.group(1))

@@ -90,7 +90,7 @@ class TmHeartbeatTimeout(Detector):
             "timed_out_at": loss.ts,
             "heartbeat_timeout": format_duration(timeout_ms),
             "heartbeat_interval": format_duration(incident.config.get_duration_ms("heartbeat.interval") or 10_000),
-            "taskmanagers_timed_out": [{"id": t.tm_id, "host": t.host, "at": l.ts} for t, l in timed_out],
+            "taskmanagers_timed_out": [{"id": t.tm_id, "host": t.host, "at": loss.ts} for t, loss in timed_out],
             "timed_out_together": len(together),
             "registered_taskmanagers": len(inv.taskmanagers),
             "own_log": tm.log_file or "not among the inputs",

@@ -599,7 +599,7 @@ def redact_config_text(text: str, path: str, fmt: str) -> str:
     still parseable by the same parser (a standard-YAML mask is quoted: a bare ``******`` would be an alias)."""
     if fmt == "flat":
         lines = text.split("\n")
-        for key, value, lineno in parse_flat_conf(text, path):
+        for key, _value, lineno in parse_flat_conf(text, path):
             if is_sensitive_key(key):
                 line = lines[lineno - 1]
                 at = line.find(": ", line.find(key)) if key in line else -1

@@ -348,6 +348,11 @@ def _parse_json(text: str) -> Header | None:
 
 
 # A line that starts with whitespace behind any known prefix: Flink's own continuation (a frame, a config dump).
+# Widths that ticket and chat tools, terminals and mail clients wrap at: a line that long was probably cut.
+WRAP_MIN = 60
+WRAP_WIDTHS = (72, 76, 78, 80, 100, 120, 132, 160)
+# A wrap before a long word can leave a short line ("because: Container" / "[pid=...,containerID=...] is ...").
+SHORTEST_WRAPPED = 12
 _INDENTED_JAVA = r"^(?:" + PREFIX + r")?\s"
 # A record start cut right after its level or logger (the rest wrapped onto the next line).
 _CUT_HEADER_JAVA = r"^(?:" + PREFIX + r")?" + _TS + r"\s+" + _LEVEL + r"(?:\s+[\w$.]+)?\s*$"
@@ -389,8 +394,6 @@ def widen_kept(texts, header, keep):
     may_continue = ~header & (lengths > 0)
     indented = _matches_at(texts, re2(_INDENTED_JAVA), np.flatnonzero(may_continue), True)
     cut = _matches_at(texts, re2(_CUT_HEADER_JAVA), np.flatnonzero(may_continue[1:]), False)
-    from flink_runbooks.parse.records import SHORTEST_WRAPPED, WRAP_MIN, WRAP_WIDTHS
-
     # A line whose first word would not have fitted on the (shorter) line before it at any common wrap width.
     space = pc.find_substring(texts, " ").fill_null(-1).to_numpy(zero_copy_only=False)
     first = np.where(space < 0, lengths, space)

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import html
 
 from flink_runbooks.parse.flink_messages import qualify
-from flink_runbooks.parse.layouts import docker_json_line, parse_header, strip_prefix
+from flink_runbooks.parse.layouts import (SHORTEST_WRAPPED, WRAP_MIN, WRAP_WIDTHS, docker_json_line, parse_header,
+                                          strip_prefix)
 from flink_runbooks.parse.layouts import is_header as is_header_line
 
 MAX_CHAIN = 40
@@ -33,12 +34,7 @@ _UNCAUGHT = re.compile(r'^Exception in thread "[^"]*" ')  # the JVM's report of 
 # Escaped line breaks of a trace pasted from JSON ("...\n\tat ...") or a string literal.
 _ESCAPED_TRACE = re.compile(r"\\n(?:\\t|\s)*(?:at |Caused by:|Suppressed:|\.\.\. \d+ more)")
 _HTML_ENTITY = re.compile(r"&(?:quot|lt|gt|amp|apos|#\d+|#x[0-9a-fA-F]+);")
-# Widths that ticket and chat tools, terminals and mail clients wrap at: a line that long was probably cut.
-WRAP_MIN = 60
-WRAP_WIDTHS = (72, 76, 78, 80, 100, 120, 132, 160)
 MAX_MESSAGE = 8000
-# A wrap before a long word can leave a short line ("because: Container" / "[pid=...,containerID=...] is ...").
-SHORTEST_WRAPPED = 12
 # Where a line of its own starts (a kernel, syslog or journal time stamp): never the rest of a wrapped one.
 _LINE_START = re.compile(r"^(?:\[[^\]]{0,40}\d{2}:\d{2}:\d{2}[^\]]{0,20}\]|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2}"
                          r"|\d{4}-\d{2}-\d{2}[ T]\d{2}:|\d{2}:\d{2}:\d{2}[.,]\d{3} )")

@@ -97,14 +97,14 @@ def to_text(diagnosis: Diagnosis, *, color: bool = False) -> str:
             outs = patch_outputs(f, diagnosis)
             if "config_diff" in outs:
                 lines.append("  proposed config change (not applied):")
-                lines += ["    " + l for l in outs["config_diff"].rstrip("\n").splitlines()]
+                lines += ["    " + line for line in outs["config_diff"].rstrip("\n").splitlines()]
             if "kafka" in outs:
                 lines.append("  Kafka client properties:")
-                lines += ["    " + l for l in outs["kafka"].get("properties", "").rstrip("\n").splitlines()]
+                lines += ["    " + line for line in outs["kafka"].get("properties", "").rstrip("\n").splitlines()]
             for a in outs.get("actions", []):
                 lines.append(f"  action: {a['what']}: {a['why']}")
                 if a["snippet"]:
-                    lines += ["    " + l for l in a["snippet"].splitlines()]
+                    lines += ["    " + line for line in a["snippet"].splitlines()]
         elif f.patches:
             lines.append(f"  {len(f.patches)} proposed change(s): run `flink-runbooks diagnose --format json` or the runbook")
     # masked first, on the text as logged: an escape written out (``\x19``) would glue itself to a value that the

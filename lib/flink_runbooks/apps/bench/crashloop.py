@@ -593,7 +593,7 @@ class _JobManagerTimeline:
         """Every TaskManager is back: one slot on each, both vertices' subtask ``i`` in the slot of the ``i``-th."""
         tms = sorted(self.registered)
         allocations = {tm: f"{self.rng.getrandbits(128):032x}" for tm in tms}
-        for s, tm in enumerate(tms):
+        for tm in tms:
             self._emit("INFO", _SYNCER, f"Starting allocation of slot {allocations[tm]} from "
                                         f"{self.registered[tm].resource_id} for job {NOISE_JOB} with resource profile "
                                         f"{SLOT_PROFILE}.", 5, 40)

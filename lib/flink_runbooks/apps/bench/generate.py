@@ -24,7 +24,6 @@ import argparse
 import datetime as dt
 import gzip
 import json
-import os
 import pathlib
 import random
 import re

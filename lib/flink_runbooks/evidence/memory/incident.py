@@ -474,9 +474,9 @@ class RocksDBMemory:
 
     def describe(self) -> str:
         if self.problem == "unbounded":
-            return (f"state.backend.rocksdb.memory.managed is false and no fixed-per-slot is set: every RocksDB "
-                    f"column family gets its own write buffers and block cache, bounded by nothing, outside the "
-                    f"TaskManager's memory budget"
+            return ("state.backend.rocksdb.memory.managed is false and no fixed-per-slot is set: every RocksDB "
+                    "column family gets its own write buffers and block cache, bounded by nothing, outside the "
+                    "TaskManager's memory budget"
                     + (f" (the {format_size(self.managed_memory)} of managed memory reserved for it sit unused)"
                        if self.managed_memory else ""))
         if self.problem == "over-budget":
