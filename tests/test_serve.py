@@ -193,9 +193,9 @@ def test_the_snapshot_follows_links_only_inside_the_root_and_takes_each_file_onc
     (folder / "taskmanager.log").write_text("tm\n")
     (folder / "nested").mkdir()
     (folder / "nested" / "rolled.log").write_text("rolled\n")
-    (root / "shared").mkdir()
-    (root / "shared" / "common.log").write_text("common\n")
-    (folder / "sub" / "common.log").symlink_to("../../shared/common.log")  # inside the root: followed
+    (root / "common").mkdir()
+    (root / "common" / "common.log").write_text("common\n")
+    (folder / "sub" / "common.log").symlink_to("../../common/common.log")  # inside the root: followed
     (folder / "sub" / "loop").symlink_to(folder, target_is_directory=True)  # a loop ends
     (folder / "again.log").symlink_to("jobmanager.log")  # a second way to a file already taken
     os.mkfifo(folder / "pipe.log")  # never opened for reading (it would block)
@@ -223,7 +223,7 @@ def test_the_snapshot_follows_links_only_inside_the_root_and_takes_each_file_onc
     assert any(w.startswith("pipe.log is not a regular file") for w in snap.warnings), snap.warnings
     # Same file system: hard links to the very files, nothing copied; only this user can enter the snapshot.
     assert (snap.files, snap.linked, snap.copied) == (2, 2, 0)
-    assert (dest / "sub" / "common.log").stat().st_ino == (root / "shared" / "common.log").stat().st_ino
+    assert (dest / "sub" / "common.log").stat().st_ino == (root / "common" / "common.log").stat().st_ino
     assert stat.S_IMODE((tmp_path / "run" / "input").stat().st_mode) == 0o700
 
 

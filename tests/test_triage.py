@@ -215,9 +215,9 @@ def test_every_file_serve_would_read_is_resolved_under_the_logs_root(tmp_path):
     outside.mkdir()
     (outside / "shadow.log").write_text("x\n")
     (root / "a" / "jobmanager.log").write_text("x\n")
-    (root / "shared").mkdir()
-    (root / "shared" / "common.log").write_text("x\n")
-    (root / "a" / "sub" / "common.log").symlink_to(root / "shared" / "common.log")  # inside the root: fine
+    (root / "common").mkdir()
+    (root / "common" / "common.log").write_text("x\n")
+    (root / "a" / "sub" / "common.log").symlink_to(root / "common" / "common.log")  # inside the root: fine
     (root / "a" / "sub" / "loop").symlink_to(root / "a", target_is_directory=True)  # a loop ends the walk
     assert resolve_incident(root, "a") == (root / "a").resolve()
     (root / "a" / "sub" / "shadow.log").symlink_to(outside / "shadow.log")

@@ -118,7 +118,6 @@ def _line_masks(texts, patterns: dict[str, str], bounds: list[int] | None = None
     """Which lines of an Arrow batch start a record and which are kept. RE2 is linear in the line length whatever
     the number of signatures; Java's backtracking alternation tries every signature at every position."""
     import numpy as np
-    import pyarrow as pa
     import pyarrow.compute as pc
 
     def match(array, pattern):
@@ -128,10 +127,8 @@ def _line_masks(texts, patterns: dict[str, str], bounds: list[int] | None = None
 
     header = match(texts, patterns["header"])
     # WARN or worse counts on record starts only; the exact test runs where a level word appears at all.
-    candidates = np.flatnonzero(header & match(texts, _LEVEL_WORDS))
-    warn = np.zeros(len(texts), dtype=bool)
-    if len(candidates):
-        warn[candidates] = match(pc.utf8_slice_codeunits(texts.take(pa.array(candidates)), 0, 160), patterns["warn"])
+    warn = layouts.matches_at(texts, patterns["warn"], np.flatnonzero(header & match(texts, _LEVEL_WORDS)),
+                              within=160)
     kept = (header & warn) | match(texts, patterns["structure"]) | signature_matcher(patterns["signatures"]).lines(texts)
     if bounds is None:
         return header, layouts.widen_kept(texts, header, kept)

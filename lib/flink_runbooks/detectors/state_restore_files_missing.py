@@ -43,6 +43,9 @@ MISSING_FILE = re.compile(
 CLAIM_MODE = re.compile(r"(?:restoreMode|claimMode|recoveryClaimMode|RestoreMode|RecoveryClaimMode)[=:' ]+\W?CLAIM\b"
                         r"|in CLAIM mode|claim-mode[=:]\s*CLAIM\b|savepoint-restore-mode[=:]\s*CLAIM\b")
 COMPLETED = re.compile(r"Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32})")
+# Where incremental checkpoints keep the files several checkpoints share (Flink's
+# AbstractFsCheckpointStorageAccess.CHECKPOINT_SHARED_STATE_DIR, under the job's checkpoint directory).
+CHECKPOINT_SHARED_STATE_DIR = "shared"
 SNAPSHOT_DIR = re.compile(r"(?P<dir>\S*?/(?:chk-\d+|savepoint-[0-9a-f]{6}-[0-9a-f]{12}))(?:/|$)")
 
 _OTHER = "ops:restore from another snapshot"
@@ -166,7 +169,7 @@ class StateRestoreFilesMissing(Detector):
         if is_excerpt(incident) and cause != "undetermined":
             confidence -= 0.15
 
-        shared_file = bool(missing and "/shared/" in missing)
+        shared_file = bool(missing and f"/{CHECKPOINT_SHARED_STATE_DIR}/" in missing)
         details = {
             "missing": missing or "not named",
             "snapshot": snapshot or "unknown",
@@ -375,7 +378,7 @@ def _snapshot_of(path: str | None, incident: Incident) -> str | None:
     m = SNAPSHOT_DIR.search(path)
     if m:
         return m["dir"]
-    if "/shared/" in path:
+    if f"/{CHECKPOINT_SHARED_STATE_DIR}/" in path:
         restores = [m["path"] for _, m in restored_snapshots(incident) if m["path"]]
         if restores:
             return restores[-1]

@@ -358,16 +358,19 @@ _INDENTED_JAVA = r"^(?:" + PREFIX + r")?\s"
 _CUT_HEADER_JAVA = r"^(?:" + PREFIX + r")?" + _TS + r"\s+" + _LEVEL + r"(?:\s+[\w$.]+)?\s*$"
 
 
-def _matches_at(texts, pattern: str, rows, default: bool):
-    """Whether ``pattern`` matches each line of ``texts`` at ``rows`` (numpy indices); ``default`` elsewhere."""
+def matches_at(texts, pattern: str, rows, default: bool = False, within: int | None = None):
+    """Whether ``pattern`` (RE2) matches each line of ``texts`` (Arrow) at ``rows`` (numpy indices), in its first
+    ``within`` characters when given; ``default`` elsewhere. Only those lines are evaluated."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     out = np.full(len(texts), default, dtype=bool)
     if len(rows):
-        out[rows] = pc.match_substring_regex(texts.take(pa.array(rows)), pattern).fill_null(default).to_numpy(
-            zero_copy_only=False)
+        lines = texts.take(pa.array(rows))
+        if within is not None:
+            lines = pc.utf8_slice_codeunits(lines, 0, within)
+        out[rows] = pc.match_substring_regex(lines, pattern).fill_null(default).to_numpy(zero_copy_only=False)
     return out
 
 
@@ -392,8 +395,8 @@ def widen_kept(texts, header, keep):
     # Only a line that is neither a record start nor empty can continue the one before: the two patterns are
     # evaluated on those lines (and the lines before them) alone.
     may_continue = ~header & (lengths > 0)
-    indented = _matches_at(texts, re2(_INDENTED_JAVA), np.flatnonzero(may_continue), True)
-    cut = _matches_at(texts, re2(_CUT_HEADER_JAVA), np.flatnonzero(may_continue[1:]), False)
+    indented = matches_at(texts, re2(_INDENTED_JAVA), np.flatnonzero(may_continue), True)
+    cut = matches_at(texts, re2(_CUT_HEADER_JAVA), np.flatnonzero(may_continue[1:]), False)
     # A line whose first word would not have fitted on the (shorter) line before it at any common wrap width.
     space = pc.find_substring(texts, " ").fill_null(-1).to_numpy(zero_copy_only=False)
     first = np.where(space < 0, lengths, space)
