@@ -28,7 +28,7 @@ def expected_incidents() -> list[tuple[str, str, pathlib.Path, dict]]:
 def diagnosis(path: pathlib.Path, through_spark: bool = False) -> dict:
     """The JSON document ``flink-runbooks diagnose --format json`` prints for ``path``: read in this process (as the
     CLI reads small local inputs), or through the Spark pass."""
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
     from flink_runbooks.diagnose import run_detectors
     from flink_runbooks.render.report import to_json
 
@@ -69,7 +69,7 @@ def incident_from_text(text: str, config: dict[str, str] | None = None, version:
 def incident_from_files(directory, files: dict[str, str], version: str | None = None):
     """An incident read from files through the real ingestion (pre-filter, assembly, roles, version, redaction), in
     this process: the shapes a user pastes, without starting Spark."""
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
 
     directory = pathlib.Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

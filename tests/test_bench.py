@@ -15,9 +15,10 @@ from flink_runbooks.apps import cli
 from flink_runbooks.apps.bench import baselines
 from flink_runbooks.apps.bench.__main__ import injected_found, log_files
 from flink_runbooks.apps.bench.generate import generate, parse_size
-from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.diagnose import ingest
 from flink_runbooks.collect.matcher import signature_matcher
 from flink_runbooks.collect.scan import line_patterns
+from flink_runbooks.detectors import prefilter
 
 # its module-scoped fixtures are built once: every test of the module runs on one worker
 pytestmark = pytest.mark.xdist_group("test_bench")
@@ -50,7 +51,7 @@ def test_workers_and_python_keep_the_same_lines(example_lines, every):
     # The workers run RE2 (the structure of traces and dumps) and the signatures in one Hyperscan pass, on the
     # lookahead-free form; the plain-Python reader runs Python's re on the original union of both (about 70 s for
     # every example line, hence a seventh of them in the fast tier).
-    patterns = line_patterns()
+    patterns = line_patterns(prefilter())
     lines = example_lines[::every]
     texts = pa.array(lines)
     kept_by_workers = (pc.match_substring_regex(texts, patterns["structure"]).to_numpy(zero_copy_only=False)
@@ -66,7 +67,7 @@ def test_grep_patterns_select_the_lines_the_workers_keep(example_lines, tmp_path
     lines = example_lines[::20]
     sample = tmp_path / "lines.log"
     sample.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    patterns = line_patterns()
+    patterns = line_patterns(prefilter())
     kept = re.compile(patterns["kept"])
     pattern_file = tmp_path / "kept.patterns"
     pattern_file.write_text(baselines.to_ere(patterns["kept"]) + "\n")

@@ -66,7 +66,7 @@ def test_new_runbook_creates_four_parts_that_fail_until_written(tmp_path):
     # the generated test calls ingest as it is defined: the paths first, then the session
     import inspect
 
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
     assert list(inspect.signature(ingest).parameters)[:2] == ["paths", "spark"]
     assert "ingest([str(example(SLUG, " in test_source and "], spark)" in test_source
 

@@ -6,7 +6,7 @@ import pytest
 from corpus import incident_from_text
 from flink_runbooks.evidence.checkpoint_analysis import (ceil_duration_ms, failovers, growth, job_runs, job_state_at,
                                                 job_state_changes, not_ready_aborts)
-from flink_runbooks.parse.units import human_duration
+from flink_runbooks.vocabulary.units import human_duration
 
 JOB = "599a6ac3c371874d12ebf024978cadbc"
 

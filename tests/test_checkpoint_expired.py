@@ -6,7 +6,7 @@ import pytest
 from corpus import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.diagnose import ingest
 from flink_runbooks.render.patches import render_config_diff
 
 SLUG = "checkpoint-expired"

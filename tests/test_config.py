@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from flink_runbooks.parse import config as config_module
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
 from flink_runbooks.parse.config import (
     ConfigError,
     ConfigSource,

@@ -71,7 +71,7 @@ def test_every_literal_patch_in_a_detector_is_declared_by_one_of_its_causes():
     import fnmatch
     import inspect
 
-    from flink_runbooks.parse import keys as key_names
+    from flink_runbooks.vocabulary import keys as key_names
 
     positions = {"ops_patch": 0, "code_patch": 0, "kafka_patch": 0, "flink_patch": 1}
     targets = {"ops_patch": "ops", "code_patch": "code", "kafka_patch": "kafka", "flink_patch": "flink"}

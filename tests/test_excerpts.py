@@ -22,7 +22,8 @@ import pytest
 from corpus import expected_incidents, incident_from_files, swept
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.parse import layouts
-from flink_runbooks.parse.flink_messages import all_wordings, qualify, recognise
+from flink_runbooks.detectors import all_wordings
+from flink_runbooks.vocabulary.wordings import qualify, recognise
 from flink_runbooks.parse.records import parse_exception_line
 
 CONFIG_NAMES = ("flink-conf.yaml", "flink-conf.yml", "config.yaml", "config.yml")
@@ -154,7 +155,7 @@ def holds_evidence(files: dict[str, str], runbook: str) -> bool:
     text = "\n".join(files.values())
     others = {c for d in all_detectors() if d.slug != runbook for c in d.exception_classes}
     classes = [c.rsplit(".", 1)[-1] for c in get_detector(runbook).exception_classes if c not in others]
-    return (any(w.runbook == runbook for w in recognise(text))
+    return (any(w.runbook == runbook for w in recognise(text, all_wordings()))
             or any(re.search(rf"\b{re.escape(c)}\b", text) for c in classes))
 
 
@@ -188,7 +189,7 @@ def run_case(tmp_path: pathlib.Path, path: pathlib.Path, expected: dict, shapes)
         d = diagnose_files(tmp_path / shape, shaped_files, version)
         got = d.primary
         kept = shape in WHOLE_FILE or holds_evidence(shaped_files, base.runbook)
-        left = kept or any(parse_exception_line(line) or recognise(line) for text in shaped_files.values()
+        left = kept or any(parse_exception_line(line) or recognise(line, all_wordings()) for text in shaped_files.values()
                            for line in text.splitlines())
         out[shape] = (verdict(base, d, kept, left), f"{got.runbook} ({got.root_cause.slug}, {got.confidence:.2f})" if got else "no finding")
     return out
@@ -223,7 +224,7 @@ def test_every_wording_matches_its_release_text_in_python_and_re2(wording):
 
     assert re.search(wording.pattern, wording.example)
     assert pc.match_substring_regex(pa.array([wording.example]), layouts.re2(wording.pattern)).to_pylist() == [True]
-    assert wording.runbook in [w.runbook for w in recognise(wording.example)]
+    assert wording.runbook in [w.runbook for w in recognise(wording.example, all_wordings())]
     assert re.fullmatch(r"\d\.\d+ – (?:\d\.\d+|2\.x)", wording.versions), wording.versions
 
 

@@ -18,6 +18,7 @@ import subprocess
 import sys
 
 import pytest
+from flink_runbooks.detectors import prefilter
 
 from corpus import example
 
@@ -292,7 +293,7 @@ def test_odd_file_names_are_read_and_shown_escaped(tmp_path):
 
 def test_odd_file_names_read_through_spark_as_in_process(spark, tmp_path):
     """Through Spark the names are URI-escaped for Hadoop; a name Java cannot spell is read by the driver."""
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
     from flink_runbooks.diagnose import run_detectors
     from flink_runbooks.render.report import to_json
 
@@ -334,7 +335,7 @@ def test_a_line_past_the_limit_is_cut_and_the_rest_read_in_process(tmp_path, mon
     monkeypatch.setattr(local, "_CHUNK_BYTES", 1024)
     inc = good_incident(tmp_path)
     long_file = _file_with_a_long_line(inc, 100_000)
-    incident = ingest_module.ingest([str(inc)])
+    incident = ingest_module.ingest([str(inc)], prefilter=prefilter())
     assert _long_line_read(incident, long_file)
 
 
@@ -371,7 +372,7 @@ def test_a_line_the_jvm_reader_would_skip_is_read_through_spark_with_exact_line_
     length = SPARK_LINE_BYTES + (1 << 20)
     assert length < MAX_LINE_BYTES
     long_file = _file_with_a_long_line(inc, length)
-    incident = ingest_module.ingest([str(inc)], spark, split_bytes=1 << 20)
+    incident = ingest_module.ingest([str(inc)], spark, split_bytes=1 << 20, prefilter=prefilter())
     info = next(f for f in incident.inputs if f.path == str(long_file))
     after = next(ev for ev in incident.events if ev.file == str(long_file) and "after the long line" in ev.message)
     assert info.lines == 4 and after.line == 3 and after.has_exception("IllegalStateException")

@@ -8,7 +8,7 @@ import pytest
 
 from flink_runbooks.collect.listing import InputError
 
-from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.diagnose import ingest
 
 JM_LOG4J2 = """\
 2024-03-01 10:00:00,000 INFO  org.apache.flink.runtime.entrypoint.ClusterEntrypoint        [] -  Starting StandaloneSessionClusterEntrypoint (Version: 1.18.1, Scala: 2.12, Rev:a8c8b1c, Date:2024-01-10T10:00:00+01:00)

@@ -9,7 +9,7 @@ from corpus import example, incident_from_text
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.detectors.kafka_offset_commit_failure import MAX_CONSECUTIVE_FAILED_CHECKPOINTS
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.diagnose import ingest
 from flink_runbooks.evidence.kafka_clients import cadence, client_configs, commit_failures, source_assignment
 from flink_runbooks.render.patches import render_kafka_properties
 

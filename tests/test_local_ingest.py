@@ -8,7 +8,7 @@ import pytest
 import corpus
 from corpus import expected_incidents, swept
 from flink_runbooks.collect import local
-from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.diagnose import ingest
 
 # the corpus is diagnosed once per worker: the suites that read it run on one
 pytestmark = pytest.mark.xdist_group(corpus.GROUP)

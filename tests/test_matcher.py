@@ -7,6 +7,7 @@ import pytest
 from corpus import DATA
 from flink_runbooks.collect import matcher
 from flink_runbooks.collect.scan import line_patterns
+from flink_runbooks.detectors import prefilter
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +20,7 @@ def example_lines() -> pa.Array:
 
 
 def test_one_pass_keeps_exactly_the_lines_each_signature_keeps_alone(example_lines):
-    signatures = line_patterns()["signatures"]
+    signatures = line_patterns(prefilter())["signatures"]
     one_pass = matcher.SignatureMatcher(signatures)
     assert one_pass.engine == "hyperscan"
     # RE2, a dozen signatures per expression (one expression of all of them exceeds RE2's DFA and crawls)

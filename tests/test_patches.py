@@ -3,7 +3,7 @@ import json
 import pytest
 import yaml
 
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
 from flink_runbooks.parse.config import ConfigSource, EffectiveConfig, config_from_text, parse_flat_conf, parse_yaml_conf
 from flink_runbooks.model import Patch
 from flink_runbooks.render.patches import (
@@ -355,7 +355,7 @@ def test_apply_to_config():
 def test_json_patch_keys_are_spelled_for_the_incidents_version(spark, capsys, slug, name, version):
     from corpus import DATA
     from flink_runbooks.apps import cli
-    from flink_runbooks.parse import keys as key_names
+    from flink_runbooks.vocabulary import keys as key_names
 
     path = DATA / slug / name
     if not path.exists():

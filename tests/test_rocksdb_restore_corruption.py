@@ -5,9 +5,9 @@ import pytest
 
 from corpus import example, incident_from_text
 from flink_runbooks.detectors import get_detector
-from flink_runbooks.parse.keys import canonical
+from flink_runbooks.vocabulary.keys import canonical
 from flink_runbooks.diagnose import run_detectors
-from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.diagnose import ingest
 from flink_runbooks.render.patches import render_config_diff
 from flink_runbooks.evidence.rocksdb import common_dir, instance_base, split_dirs, strip_scheme
 

@@ -13,7 +13,7 @@ import pytest
 
 from corpus import DATA, INCIDENT_REPORTS, ROOT
 from support import chromium, serve_directory
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
 from flink_runbooks import catalogue
 from flink_runbooks.apps import site, site_keys, site_links, site_signatures
 from flink_runbooks.parse.config import parse_conf

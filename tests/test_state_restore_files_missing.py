@@ -137,7 +137,7 @@ def test_a_file_not_found_outside_a_restore_is_not_this_runbook():
 
 
 def test_genuine_metadata_deleted(spark):
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
 
     primary = run_detectors(ingest([str(example(SLUG, "metadata-deleted-hashmap-1.20.3"))], spark)).primary
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "files-deleted")
@@ -148,7 +148,7 @@ def test_genuine_metadata_deleted(spark):
 
 
 def test_genuine_incremental_checkpoint_without_its_shared_files(spark):
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
 
     diagnosis = run_detectors(ingest([str(example(SLUG, "shared-file-deleted-rocksdb-1.20.3"))], spark))
     primary = diagnosis.primary
@@ -162,7 +162,7 @@ def test_genuine_incremental_checkpoint_without_its_shared_files(spark):
 
 
 def test_a_local_checkpoint_dir_on_a_three_machine_cluster(spark):
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
 
     primary = run_detectors(ingest([str(example(SLUG, "local-checkpoint-dir-two-hosts-1.20"))], spark)).primary
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "checkpoint-dir-not-shared")
@@ -172,7 +172,7 @@ def test_a_local_checkpoint_dir_on_a_three_machine_cluster(spark):
 
 
 def test_a_rollback_to_a_checkpoint_another_deployment_claimed(spark):
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
 
     primary = run_detectors(ingest([str(example(SLUG, "claimed-checkpoint-rollback-1.20"))], spark)).primary
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "claim-mode-deleted")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from corpus import example, incident_from_files
-from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.diagnose import ingest
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.detectors.tm_registration_timeout import duration_ms
 from flink_runbooks.diagnose import run_detectors

@@ -8,8 +8,9 @@ import pyarrow.compute as pc
 import pytest
 
 from corpus import DATA, example, incident_from_text
-from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.diagnose import ingest
 from flink_runbooks.collect.scan import line_patterns
+from flink_runbooks.detectors import prefilter
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import order_findings, run_detectors
 from flink_runbooks.evidence.faults import component
@@ -124,7 +125,7 @@ def test_a_catalogued_failure_explains_the_failure_and_silences_this_runbook():
 
 
 def test_user_frames_pass_the_pre_filter_and_framework_frames_do_not():
-    kept = line_patterns()["kept"]
+    kept = line_patterns(prefilter())["kept"]
     lines = ["\tat com.acme.orders.Enricher.map(Enricher.java:57) ~[orders-job-2.4.jar:?]",
              "jobmanager-1  | \tat scenario.ScenarioJob$StatefulMap.map(ScenarioJob.java:105)",
              "\tat org.apache.flink.runtime.taskmanager.Task.run(Task.java:575)",

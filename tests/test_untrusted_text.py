@@ -76,7 +76,7 @@ def plant(dest: pathlib.Path, *, escapes: bool = False) -> pathlib.Path:
 @pytest.fixture(scope="module")
 def planted(tmp_path_factory):
     """The planted incident, read in this process, and its diagnosis."""
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
     from flink_runbooks.diagnose import run_detectors
 
     path = plant(tmp_path_factory.mktemp("planted") / "incident", escapes=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from corpus import DATA, example, incident_from_text
-from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.diagnose import ingest
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 

@@ -1,22 +1,18 @@
 """Run the detectors over an incident and decide which finding is the primary one."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Sequence
 
-from flink_runbooks.detectors import Detector, all_detectors, get_detector, slugs
-from flink_runbooks.model import Evidence, Finding, Incident, RootCause, earliest_ts
+from flink_runbooks.detectors import Detector, all_detectors, all_wordings, get_detector, prefilter, slugs
+from flink_runbooks.model import Diagnosis, Evidence, Finding, Incident, RootCause, earliest_ts
 
 
-@dataclass
-class Diagnosis:
-    incident: Incident
-    findings: list[Finding] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # detectors that crashed (reported, never hidden)
+def ingest(paths: Sequence[str], spark=None, **options) -> Incident:
+    """Read an incident for the catalogue: :func:`flink_runbooks.collect.ingest.ingest` keeping every line the
+    runbooks' declarations ask for (signatures, Flink's wordings, stack frames)."""
+    from flink_runbooks.collect import ingest as collect
 
-    @property
-    def primary(self) -> Finding | None:
-        return next((f for f in self.findings if f.primary), None)
+    return collect.ingest(paths, spark, prefilter=prefilter(), **options)
 
 
 def run_detectors(incident: Incident, detectors: Sequence[Detector] | None = None) -> Diagnosis:
@@ -97,10 +93,10 @@ _DEFAULT_NEEDS = "the JobManager and TaskManager logs of the failure episode and
 
 def recognised_by_wording(incident: Incident, findings: list[Finding]) -> list[Finding]:
     """Turn ``unrecognised-failure`` into a low-confidence finding of the catalogued runbook whose Flink wording
-    (:mod:`~flink_runbooks.parse.flink_messages`) the first fault holds, when that runbook's own judgement could not
+    (:mod:`~flink_runbooks.vocabulary.wordings`) the first fault holds, when that runbook's own judgement could not
     decide from what the logs show (an excerpt without the timeline, a count of failures, the configuration)."""
     from flink_runbooks.evidence.episodes import failure_events, first_fault, is_excerpt
-    from flink_runbooks.parse.flink_messages import recognise
+    from flink_runbooks.vocabulary.wordings import recognise
 
     unrecognised = next((f for f in findings if f.runbook == UNRECOGNISED), None)
     if unrecognised is None:
@@ -111,7 +107,7 @@ def recognised_by_wording(incident: Incident, findings: list[Finding]) -> list[F
         # The deepest cause first: the wording nearest the origin names the failure, wrappers only carry it.
         texts = [f"{c.cls}: {c.message}" for c in reversed(ev.chain) if c.kind != "suppressed"] + [ev.message]
         for text in texts:
-            found = [w for w in recognise(text) if w.runbook in slugs()
+            found = [w for w in recognise(text, all_wordings()) if w.runbook in slugs()
                      and (w.runbook != "restart-strategy-exhausted" or text == texts[-1])]
             if found:
                 wording = found[0]
@@ -140,7 +136,7 @@ def _excerpt_wordings(incident: Incident, findings: list[Finding]) -> list[Findi
     """In an excerpt, Flink's wording of a catalogued failure whose runbook stayed silent (its judgement needs what
     the excerpt lacks: a timeline, a count of failures, the configuration) still gives that runbook's finding, at
     low confidence and saying what is unknown, rather than nothing."""
-    from flink_runbooks.parse.flink_messages import recognise
+    from flink_runbooks.vocabulary.wordings import recognise
 
     have = {f.runbook for f in findings}
     known = set(slugs())
@@ -150,7 +146,7 @@ def _excerpt_wordings(incident: Incident, findings: list[Finding]) -> list[Findi
             continue  # an application's warning that quotes an error is not that error
         texts = [f"{c.cls}: {c.message}" for c in reversed(ev.chain) if c.kind != "suppressed"] + [ev.message, *ev.body]
         for text in texts:
-            for wording in recognise(text):
+            for wording in recognise(text, all_wordings()):
                 if wording.runbook in known and wording.runbook not in have and wording.runbook not in added:
                     added[wording.runbook] = _wording_finding(incident, ev, wording, text)
     return findings + list(added.values())

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
 from flink_runbooks.parse.config import EffectiveConfig
+from flink_runbooks.vocabulary.versions import FlinkVersion
 
 
 @dataclass(frozen=True)
@@ -186,8 +187,8 @@ class Incident:
         return next(self.find(pattern, **kw), None)
 
     @property
-    def version_tuple(self) -> tuple[int, ...] | None:
-        return parse_version(self.flink_version)
+    def version_tuple(self) -> FlinkVersion | None:
+        return FlinkVersion.parse(self.flink_version)
 
     @property
     def records_read(self) -> int:
@@ -198,24 +199,6 @@ class Incident:
         """``"2,420 records (1,736 repeats folded)"``, for a report's head."""
         folded = self.records_read - len(self.events)
         return f"{self.records_read:,} records" + (f" ({folded:,} repeats folded)" if folded else "")
-
-
-def typed_flink_version(text: str) -> str:
-    """A Flink version a user typed (``--flink-version``, an alert's annotation): a release number from 1.0 to 1.20 or
-    2.x, e.g. ``1.18.1`` or ``v2.1``, without its ``v``. Anything else raises ``ValueError`` with a one-line reason."""
-    m = re.fullmatch(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:-[\w.]+)?", text.strip())
-    if not m or not ((m.group(1) == "1" and int(m.group(2)) <= 20) or (m.group(1) == "2" and int(m.group(2)) <= 9)):
-        raise ValueError(f"{text!r} is not a Flink version (expected e.g. 1.18.1, 1.20 or 2.1)")
-    return text.strip().removeprefix("v")
-
-
-def parse_version(version: str | None) -> tuple[int, ...] | None:
-    if not version:
-        return None
-    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", version)
-    if not m:
-        return None
-    return tuple(int(x) for x in m.groups() if x is not None)
 
 
 @dataclass(frozen=True)
@@ -297,6 +280,17 @@ class Finding:
             "patches": [asdict(p) for p in self.patches],
             "details": self.details,
         }
+
+
+@dataclass
+class Diagnosis:
+    incident: Incident
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # detectors that crashed (reported, never hidden)
+
+    @property
+    def primary(self) -> Finding | None:
+        return next((f for f in self.findings if f.primary), None)
 
 
 def earliest_ts(events: Iterable[Event]) -> str | None:

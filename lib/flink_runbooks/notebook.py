@@ -165,7 +165,7 @@ def open_runbook(slug: str, incident_paths: str | Sequence[str] = (), *, flink_v
 
         incident = load_incident(incident_cache)
     else:
-        from flink_runbooks.collect.ingest import ingest
+        from flink_runbooks.diagnose import ingest
         from flink_runbooks.collect.spark import get_spark
 
         # Without a named master, ingestion reads a small local incident (a pasted trace) in this process and starts
@@ -180,7 +180,8 @@ def checkpoint_timeline(run: RunbookRun):
     """A plot of every checkpoint attempt over time, coloured by outcome, with failovers marked."""
     import matplotlib.pyplot as plt
 
-    from flink_runbooks.evidence.checkpoints import THRESHOLD, checkpoint_history, history_frame
+    from flink_runbooks.evidence.checkpoints import checkpoint_history, history_frame
+    from flink_runbooks.vocabulary.lifecycle import TOLERABLE_FAILURES_EXCEEDED
 
     frame = history_frame(checkpoint_history(run.incident))
     fig, ax = plt.subplots(figsize=(10, 3.2))
@@ -197,7 +198,7 @@ def checkpoint_timeline(run: RunbookRun):
                    s=28, zorder=3)
     import pandas as pd
 
-    failovers = [pd.to_datetime(ev.ts) for ev, _ in run.incident.find(THRESHOLD) if ev.ts]
+    failovers = [pd.to_datetime(ev.ts) for ev, _ in run.incident.find(TOLERABLE_FAILURES_EXCEEDED) if ev.ts]
     for i, t in enumerate(failovers):
         ax.axvline(t, color="#c62828", linestyle="--", linewidth=1,
                    label="tolerable-failure threshold exceeded" if i == 0 else None)

@@ -30,10 +30,10 @@ def _on_sigterm(_signum, _frame):
 
 def flink_version(text: str) -> str:
     """``--flink-version``: a Flink release number (1.0 to 1.20, 2.x), e.g. ``1.18.1``; anything else is a usage error."""
-    from flink_runbooks.model import typed_flink_version
+    from flink_runbooks.vocabulary.versions import FlinkVersion
 
     try:
-        return typed_flink_version(text)
+        return FlinkVersion.typed(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
@@ -128,7 +128,7 @@ def cmd_diagnose(args) -> int:
     from flink_runbooks.collect.progress import for_stderr
     from flink_runbooks.diagnose import run_detectors
     from flink_runbooks.collect.listing import InputError, check_local_paths
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
     from flink_runbooks.render.report import to_json, to_text
     from flink_runbooks.collect.spark import SparkUnavailable
 

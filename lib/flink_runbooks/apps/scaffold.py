@@ -54,7 +54,7 @@ TEST = '''\
 from __future__ import annotations
 
 from conftest import example
-from flink_runbooks.collect.ingest import ingest
+from flink_runbooks.diagnose import ingest
 from flink_runbooks.diagnose import run_detectors
 
 SLUG = "{slug}"

@@ -286,10 +286,10 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
         if location is None:
             raise HTTPException(400, f"no '{LOCATION_KEY}' annotation or label names the incident's logs")
         if version is not None:
-            from flink_runbooks.model import typed_flink_version
+            from flink_runbooks.vocabulary.versions import FlinkVersion
 
             try:
-                version = typed_flink_version(str(version))
+                version = FlinkVersion.typed(str(version))
             except ValueError as exc:
                 raise HTTPException(400, f"'{VERSION_KEY}': {exc}") from None
         try:

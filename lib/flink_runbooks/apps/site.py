@@ -36,7 +36,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
 from flink_runbooks.model import Finding
 from flink_runbooks.notebook import PROJECT_ROOT
 from flink_runbooks.parse.redact import redact_text
@@ -177,7 +177,7 @@ def read_examples(runbooks: Sequence[Runbook], root: pathlib.Path, workdir: path
     process and the rest in one Spark session. Yields (runbook, saved incident or None, findings, error) as each
     is read, so the notebooks can start while the next incident is being read.
     """
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
     from flink_runbooks.collect.store import save_incident
     from flink_runbooks.diagnose import run_detectors
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
+from flink_runbooks.vocabulary.versions import release_text
 
 
 @dataclass
@@ -35,10 +36,6 @@ class ReleaseSection:
     rows: list[KeyRow]
 
 
-def _fmt_version(v: keys.Version) -> str:
-    return ".".join(str(x) for x in v)
-
-
 def release_lines() -> list[keys.Version]:
     """Release lines where some key spelling changes, plus the ones in production use (from keys.py)."""
     bounds = {kn.since for c in keys.CONCEPTS for kn in c.names if kn.since}
@@ -61,10 +58,10 @@ def _key_row(key: str, version: keys.Version, runbooks: Iterable[str]) -> KeyRow
             continue
         removed = keys.removed_in(name)
         if removed and tuple(version[:2]) >= removed:
-            not_understood.append((name, f"removed in {_fmt_version(removed)}"))
+            not_understood.append((name, f"removed in {release_text(removed)}"))
         else:
             since = next((kn.since for kn in concept.names if kn.name == name), None) if concept else None
-            not_understood.append((name, f"since {_fmt_version(since)}" if since else "not in this release"))
+            not_understood.append((name, f"since {release_text(since)}" if since else "not in this release"))
     superseded = keys.superseded_by(key)
     return KeyRow(
         key=key,
@@ -102,12 +99,12 @@ def key_sections(patched: Sequence[PatchedKey]) -> list[ReleaseSection]:
         if len(sections) == 1:
             label = "every release"
         elif i == len(sections) - 1:
-            label = f"{_fmt_version(first)} and later"
+            label = f"{release_text(first)} and later"
         elif i == 0 and first not in keys.KNOWN_RELEASES and first == lines[0]:
-            label = f"{_fmt_version(last)} and older" if first == last else f"up to {_fmt_version(last)}"
+            label = f"{release_text(last)} and older" if first == last else f"up to {release_text(last)}"
         else:
-            label = _fmt_version(first) if first == last else f"{_fmt_version(first)} – {_fmt_version(last)}"
-        out.append(ReleaseSection(label, "flink-" + _fmt_version(first).replace(".", "-"), versions, rows))
+            label = release_text(first) if first == last else f"{release_text(first)} – {release_text(last)}"
+        out.append(ReleaseSection(label, "flink-" + release_text(first).replace(".", "-"), versions, rows))
     return out
 
 
@@ -120,7 +117,7 @@ def key_renames(patched: Sequence[PatchedKey]) -> list[dict]:
             continue
         out.append({"key": k.key, "concept": concept.concept,
                     "names": [{"name": kn.name,
-                               "since": _fmt_version(kn.since) if kn.since else None,
-                               "removed_in": _fmt_version(kn.removed_in) if kn.removed_in else None}
+                               "since": release_text(kn.since) if kn.since else None,
+                               "removed_in": release_text(kn.removed_in) if kn.removed_in else None}
                               for kn in concept.names]})
     return out

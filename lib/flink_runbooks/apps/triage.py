@@ -18,7 +18,8 @@ from typing import Callable, Sequence
 
 from flink_runbooks.apps.notebook_runner import run_notebook
 from flink_runbooks.diagnose import Diagnosis, run_detectors
-from flink_runbooks.model import Finding, Patch, parse_version
+from flink_runbooks.model import Finding, Patch
+from flink_runbooks.vocabulary.versions import FlinkVersion
 from flink_runbooks.render.patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
 from flink_runbooks.parse.redact import redact_text
 from flink_runbooks.render.markdown import render_markdown
@@ -113,7 +114,7 @@ def triage(
     :class:`TriageInterrupted`) or an output that cannot be written (:class:`TriageOutputError`) still leaves
     ``report.json`` saying so and what completed, and no notebook process behind."""
     from flink_runbooks.collect.listing import check_local_paths
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
     from flink_runbooks.collect.store import save_incident
 
     say = progress or (lambda _msg: None)
@@ -289,7 +290,7 @@ def merge_patches(findings: Sequence[Finding]) -> list[Patch]:
 def write_patches(diagnosis: Diagnosis, directory: pathlib.Path) -> dict[str, str]:
     """The combined config diff, FlinkDeployment merge patch and Kafka properties, each only when needed."""
     patches = merge_patches(diagnosis.findings)
-    version = parse_version(diagnosis.incident.flink_version)
+    version = FlinkVersion.parse(diagnosis.incident.flink_version)
     written: dict[str, str] = {}
     flink = [p for p in patches if p.target == "flink"]
     kafka = [p for p in patches if p.target == "kafka"]

@@ -30,7 +30,7 @@ from flink_runbooks.collect.listing import (MAX_LINE_BYTES, SPARK_LINE_BYTES, In
                                             _from_spark, _norm_uri, list_inputs, local_path, row_files_from_spark,
                                             shown_path)
 from flink_runbooks.collect.fold import Folder
-from flink_runbooks.collect.scan import is_small_file, scan_logs, scan_small_files, stream_rows
+from flink_runbooks.collect.scan import Prefilter, is_small_file, scan_logs, scan_small_files, stream_rows
 
 _FILE_ROLE = (
     (re.compile(r"(?i)standalonesession|jobmanager|job-manager|\bjm\b|clusterentrypoint|-jm-|historyserver"), "jobmanager"),
@@ -54,11 +54,14 @@ def ingest(
     spark=None,
     *,
     flink_version: str | None = None,
-    detectors: Sequence | None = None,
+    prefilter: Prefilter,
     split_bytes: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> Incident:
     """Read everything under ``paths`` and return the incident. Raises :class:`InputError` for unusable input.
+
+    ``prefilter`` says which lines are kept besides the ones every incident needs; the catalogue's is
+    ``flink_runbooks.diagnose.ingest``'s.
 
     Without a ``spark`` session, small local inputs are read in this process (:mod:`.local`, the same partition
     code without starting a JVM); anything else starts the default session.
@@ -135,9 +138,9 @@ def ingest(
     if not nonempty:
         rows = iter(())
     elif in_process:
-        rows = local.scan_locally(nonempty, detectors)
+        rows = local.scan_locally(nonempty, prefilter)
     else:
-        rows = _scan_with_spark(spark, nonempty, sizes, total, detectors, split_bytes, progress, warnings)
+        rows = _scan_with_spark(spark, nonempty, sizes, total, prefilter, split_bytes, progress, warnings)
     # What arrives is folded again as it arrives: the driver holds a bounded number of records whatever the input.
     folder = Folder()
     stats = []
@@ -288,7 +291,7 @@ def _read_configs(spark, uris: Sequence[str]) -> Iterator[tuple[str, str, bool]]
 _COMPRESSED = re.compile(r"(?i)\.(gz|bz2|zst|lz4|snappy|deflate|xz|zip)$")
 
 
-def _scan_with_spark(spark, uris: list[str], sizes: dict[str, int], total: int, detectors, split_bytes, progress,
+def _scan_with_spark(spark, uris: list[str], sizes: dict[str, int], total: int, prefilter, split_bytes, progress,
                      warnings: list[str]) -> Iterator[dict]:
     """Rows of the scan through Spark. Local files (plain or gzipped) are read by the tasks as byte ranges
     (:mod:`.ranges`); files on other file systems through Spark's text source, where a file with a line longer than
@@ -303,13 +306,13 @@ def _scan_with_spark(spark, uris: list[str], sizes: dict[str, int], total: int, 
     large = [uri for uri in remote if uri not in chosen]
     def scans():
         if ranged:
-            partitions, ranges = scan_ranges(spark, [(uri, sizes[uri]) for uri in ranged], detectors,
+            partitions, ranges = scan_ranges(spark, [(uri, sizes[uri]) for uri in ranged], prefilter,
                                              split_bytes or RANGE_BYTES)
             yield stream_rows(ranges, partitions)
         if large:
-            yield stream_rows(scan_logs(spark, large, detectors, split_bytes))
+            yield stream_rows(scan_logs(spark, large, prefilter, split_bytes))
         if small:
-            yield scan_small_files(spark, small, detectors)
+            yield scan_small_files(spark, small, prefilter)
 
     read: collections.Counter = collections.Counter()
     cut: set[str] = set()

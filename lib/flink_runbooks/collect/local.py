@@ -273,7 +273,7 @@ def _partitions(uri: str, start: int = 0, end: int | None = None):
             first = False
 
 
-def scan_locally(log_uris: Sequence[str], detectors: Sequence | None = None) -> Iterator[dict]:
+def scan_locally(log_uris: Sequence[str], prefilter) -> Iterator[dict]:
     """Rows of the scan (records, folded repeats and per-block statistics), as the Spark scan gives them, with file
     names decoded as the driver decodes Spark's (``file:/path``)."""
     from flink_runbooks.collect.scan import _assemble_partition, line_patterns
@@ -298,7 +298,7 @@ def scan_locally(log_uris: Sequence[str], detectors: Sequence | None = None) -> 
         if pending:
             yield from pa.Table.from_batches(pending).combine_chunks().to_batches()
 
-    patterns = line_patterns(detectors)
+    patterns = line_patterns(prefilter)
     for out in _assemble_partition(batches(), patterns):
         for row in out.to_pylist():
             yield row_files_from_spark(row)

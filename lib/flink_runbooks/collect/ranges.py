@@ -66,7 +66,7 @@ def _scan_tasks(batches, tasks, patterns):
     yield from _assemble_partition(lines(), patterns)
 
 
-def scan_ranges(spark, files: Sequence[tuple[str, int]], detectors: Sequence | None = None,
+def scan_ranges(spark, files: Sequence[tuple[str, int]], prefilter,
                 range_bytes: int = RANGE_BYTES):
     """The Spark plan for local ``(uri, size)`` files: one partition per task of :func:`splits`. Returns the number of
     partitions and a DataFrame with the rows of :func:`~flink_runbooks.collect.scan.scan_logs`."""
@@ -74,5 +74,5 @@ def scan_ranges(spark, files: Sequence[tuple[str, int]], detectors: Sequence | N
 
     tasks = splits(files, range_bytes)
     ids = spark.range(0, len(tasks), 1, numPartitions=max(len(tasks), 1))
-    scan = functools.partial(_scan_tasks, tasks=tasks, patterns=line_patterns(detectors))
+    scan = functools.partial(_scan_tasks, tasks=tasks, patterns=line_patterns(prefilter))
     return len(tasks), ids.mapInArrow(scan, _spark_schema())

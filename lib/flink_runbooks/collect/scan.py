@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import functools
 import json
+from dataclasses import dataclass
 from typing import Sequence
 from flink_runbooks.parse import layouts
 from flink_runbooks.collect.listing import MAX_LINE_BYTES, SPARK_LINE_BYTES, _for_spark
@@ -65,49 +66,51 @@ _DIST_JAR_JAVA = r"flink-dist(?:_2\.1[0-9])?-(\d+\.\d+(?:\.\d+)?(?:-[\w.]+)?)\.j
 
 # ------------------------------------------------------------------------------------------------ pre-filter
 
-def prefilter(detectors: Sequence | None = None) -> tuple[str, str]:
-    """The union of every detector's line signatures and frame signatures, as two regexes."""
-    if detectors is None:
-        from flink_runbooks.detectors import all_detectors
+@dataclass(frozen=True)
+class Prefilter:
+    """What the scan keeps besides :data:`BASE_SIGNATURES`: line signatures (regexes of header or continuation lines)
+    and stack-frame signatures. The catalogue hands its own (``flink_runbooks.detectors.prefilter()``); the scan never
+    asks the detectors."""
 
-        detectors = all_detectors()
-    frames = [f for d in detectors for f in d.frames]
-    union = "|".join(f"(?:{s})" for s in signature_list(detectors))
-    frame_union = r"^(?:" + layouts.PREFIX + r")?\s*at .*(?:" + "|".join(f"(?:{s})" for s in dict.fromkeys(frames)) + ")" if frames else r"(?!)"
-    return union, frame_union
+    signatures: tuple[str, ...] = ()
+    frames: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, detectors: Sequence) -> "Prefilter":
+        """Every signature, wording and frame the detectors declare, each once."""
+        lines = [s for d in detectors for s in (*d.signatures, *(w.pattern for w in d.wordings))]
+        return cls(tuple(dict.fromkeys(lines)), tuple(dict.fromkeys(f for d in detectors for f in d.frames)))
+
+    def signature_list(self) -> tuple[str, ...]:
+        """Every line signature once: the base ones, then the catalogue's."""
+        return tuple(dict.fromkeys((*BASE_SIGNATURES, *self.signatures)))
+
+    def unions(self) -> tuple[str, str]:
+        """The line signatures and the frame signatures, as two regexes."""
+        union = "|".join(f"(?:{s})" for s in self.signature_list())
+        frame_union = (r"^(?:" + layouts.PREFIX + r")?\s*at .*(?:" + "|".join(f"(?:{s})" for s in self.frames) + ")"
+                       if self.frames else r"(?!)")
+        return union, frame_union
 
 
-def line_patterns(detectors: Sequence | None = None) -> dict:
+def line_patterns(prefilter: Prefilter) -> dict:
     """What the workers evaluate on every line, in RE2 syntax: whether it starts a record (``header``), whether its
     first 160 characters show WARN or worse (``warn``), and whether it is worth keeping in any case (``kept``: a
     signature, part of an exception, a config dump or a frame some detector asked for; the last three, ``structure``,
     are anchored at continuation-line starts that a record header never has). The workers match ``signatures`` (the
     tuple of them) in one pass with :mod:`.matcher` and ``structure`` in RE2; ``kept`` is their union in one
     expression, for other engines (grep, Python's ``re``)."""
-    if detectors is None:
-        from flink_runbooks.detectors import all_detectors
-
-        detectors = all_detectors()
-    return dict(_line_patterns(tuple(detectors)))
+    return dict(_line_patterns(prefilter))
 
 
 @functools.lru_cache(maxsize=8)
-def _line_patterns(detectors: tuple) -> tuple[tuple[str, object], ...]:
-    signatures, frames = prefilter(detectors)
+def _line_patterns(prefilter: Prefilter) -> tuple[tuple[str, object], ...]:
+    signatures, frames = prefilter.unions()
     structure = "|".join(f"(?:{p})" for p in (layouts.EXCEPTION_LINE_JAVA, layouts.CONFIG_LINE_JAVA, frames))
     kept = "|".join(f"(?:{p})" for p in (signatures, structure))
     return (("header", layouts.re2(layouts.HEADER_JAVA)), ("warn", _WARN_OR_WORSE), ("kept", layouts.re2(kept)),
             # what the workers evaluate: the structure of exceptions and dumps in RE2, the signatures in one pass
-            ("structure", layouts.re2(structure)), ("signatures", signature_list(detectors)))
-
-
-def signature_list(detectors: Sequence) -> tuple[str, ...]:
-    """Every line signature once: the base ones and each detector's signatures and wordings."""
-    lines = list(BASE_SIGNATURES)
-    for d in detectors:
-        lines.extend(d.signatures)
-        lines.extend(w.pattern for w in d.wordings)
-    return tuple(dict.fromkeys(lines))
+            ("structure", layouts.re2(structure)), ("signatures", prefilter.signature_list()))
 
 
 # ------------------------------------------------------------------------------------------------ the Spark pass
@@ -322,7 +325,7 @@ def _spark_schema():
     return from_arrow_schema(_arrow_schema())
 
 
-def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None, split_bytes: int | None = None):
+def scan_logs(spark, log_uris: Sequence[str], prefilter: Prefilter, split_bytes: int | None = None):
     """The Spark plan: read in the JVM, pre-filter and assemble records on the workers. Returns a DataFrame."""
     from pyspark.sql import functions as F
 
@@ -330,7 +333,7 @@ def scan_logs(spark, log_uris: Sequence[str], detectors: Sequence | None = None,
 
     for key in ("spark.sql.files.maxPartitionBytes", "spark.sql.files.openCostInBytes"):
         spark.conf.set(key, str(split_bytes or SPLIT_BYTES))
-    patterns = line_patterns(detectors)
+    patterns = line_patterns(prefilter)
     value = F.col("value")
     # Hadoop's line reader skips a line longer than this instead of growing one buffer to hold it (a file of NUL
     # bytes would exhaust the heap); the driver sees the bytes that were not read as lines and reads that file in
@@ -369,7 +372,7 @@ def is_small_file(uri: str, size: int) -> bool:
     return size * (8 if uri.lower().endswith(".gz") else 1) <= SMALL_FILE_BYTES
 
 
-def scan_small_files(spark, log_uris: Sequence[str], detectors: Sequence | None = None):
+def scan_small_files(spark, log_uris: Sequence[str], prefilter: Prefilter):
     """Small files through the same workers as :func:`scan_logs`, read whole and many to a partition; each file's
     lines are exploded in order and its first line carries its name, as a block start does in the line scan.
     Yields the rows (this job needs its own file-packing settings while it runs)."""
@@ -380,7 +383,7 @@ def scan_small_files(spark, log_uris: Sequence[str], detectors: Sequence | None 
     spark.conf.set("spark.sql.files.maxPartitionBytes", str(SPLIT_BYTES))
     spark.conf.set("spark.sql.files.openCostInBytes", str(SMALL_FILE_OPEN_COST))
     try:
-        patterns = line_patterns(detectors)
+        patterns = line_patterns(prefilter)
         whole = spark.read.text([_for_spark(u) for u in log_uris], wholetext=True)
         # A final line break ends the last line, it does not start another (as the line reader counts).
         lines = whole.select(F.col("_metadata.file_path").alias("path"),

@@ -10,9 +10,11 @@ import importlib
 import pkgutil
 from functools import lru_cache
 
+from flink_runbooks.collect.scan import Prefilter
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.vocabulary.wordings import Wording
 
-__all__ = ["Detector", "all_detectors", "get_detector", "slugs"]
+__all__ = ["Detector", "all_detectors", "all_wordings", "get_detector", "prefilter", "slugs"]
 
 
 @lru_cache(maxsize=1)
@@ -45,3 +47,15 @@ def get_detector(slug: str) -> Detector:
 
 def slugs() -> list[str]:
     return list(_registry())
+
+
+@lru_cache(maxsize=1)
+def all_wordings() -> tuple[Wording, ...]:
+    """Flink's wordings every runbook declares (``Detector.wordings``), in catalogue order."""
+    return tuple(w for d in all_detectors() for w in d.wordings)
+
+
+@lru_cache(maxsize=1)
+def prefilter() -> Prefilter:
+    """What the scan must keep for the catalogue: every runbook's signatures, wordings and stack frames."""
+    return Prefilter.of(all_detectors())

@@ -6,8 +6,8 @@ import re
 from typing import ClassVar, Iterable
 
 from flink_runbooks.model import Event, Evidence, Finding, Incident, Patch, RootCause, earliest_ts
-from flink_runbooks.parse import keys
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary import keys
+from flink_runbooks.vocabulary.wordings import Wording
 
 
 # The whole exception chain of an evidence record (message and every "Caused by", not the frames): the deepest cause

@@ -21,6 +21,7 @@ from flink_runbooks.evidence.snapshot_failures import (FLUSH_CLOSE, HDFS_FAILURE
                                  longest_failed_streak, prior_discard, snapshot_failures, storage_actions,
                                  storage_error, threshold_covered_ids, tolerance_patches, transient_blip)
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.vocabulary.wordings import Wording
 
 # Deepest causes that come from serializing the state rather than from writing it.
 SERIALIZATION = re.compile(
@@ -89,6 +90,15 @@ class CheckpointAsyncMaterializeFailure(Detector):
                                 "lines under 'Could not materialize checkpoint N'), and whether the same checkpoint "
                                 "was declined or expired in the JobManager log "
                                 "(`grep -n \"checkpoint N\" jobmanager*.log`)."),
+    )
+
+    wordings = (
+        Wording("checkpoint-async-materialize-failure", r"Could not materialize checkpoint \d+ for operator .+",
+                "1.3 – 2.x", "AsyncCheckpointRunnable (\"Could not materialize checkpoint \" + checkpointId + \" for operator \" + taskName + '.')",
+                "java.lang.Exception: Could not materialize checkpoint 12 for operator KeyedProcess (2/4)."),
+        Wording("checkpoint-async-materialize-failure", r"Asynchronous task checkpoint failed\.",
+                "1.9 – 2.x", "CheckpointFailureReason.CHECKPOINT_ASYNC_EXCEPTION",
+                "org.apache.flink.runtime.checkpoint.CheckpointException: Asynchronous task checkpoint failed."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

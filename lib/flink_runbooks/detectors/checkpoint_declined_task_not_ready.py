@@ -10,18 +10,18 @@ from flink_runbooks.evidence.checkpoint_analysis import (NotReadyAbort, ceil_dur
 from flink_runbooks.evidence.checkpoints import checkpoint_history
 from flink_runbooks.evidence.episodes import episodes, fault_text
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.units import format_duration
+from flink_runbooks.vocabulary.units import format_duration
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
 from flink_runbooks.parse.timestamps import span_ms
-from flink_runbooks.parse.units import human_duration
-from flink_runbooks.evidence.job_states import JOB_RUNNING, TASK_RUNNING
+from flink_runbooks.vocabulary.units import human_duration
+from flink_runbooks.vocabulary.lifecycle import JOB_RUNNING, TASK_FINISHED, TASK_RUNNING
+from flink_runbooks.vocabulary.wordings import Wording
 
 FLIP147_KEY = "execution.checkpointing.checkpoints-after-tasks-finish"
 INTERVAL_KEY = "execution.checkpointing.interval"
 LOCAL_RECOVERY_KEY = "execution.state-recovery.from-local"
 REPEATED = 3  # aborts before a transient start-up condition is worth a finding
-TASK_FINISHED = re.compile(r"(?P<task>\S.*?) \([0-9a-f_]+\) switched from RUNNING to FINISHED")
 # ≤ 1.8: a failed asynchronous snapshot of the declined (and so discarded) checkpoint fails the task.
 MATERIALIZE_FAILED = re.compile(r"Could not materialize checkpoint (?P<id>\d+)")
 
@@ -78,6 +78,24 @@ class CheckpointDeclinedTaskNotReady(Detector):
                   "A pasted excerpt with one or two aborts and no time stamps.",
                   next_evidence="the JobManager log from the job's (re)start to its first completed checkpoint, with "
                                 "time stamps: how long the aborts lasted and which task states they named"),
+    )
+
+    wordings = (
+        Wording("checkpoint-declined-task-not-ready", r"CheckpointDeclineTaskNotReadyException(?::\s*Task .+ was not running)?",
+                "1.3 – 1.8", "o.a.f.runtime.checkpoint.decline.CheckpointDeclineTaskNotReadyException (Task#triggerCheckpointBarrier)",
+                "org.apache.flink.runtime.checkpoint.decline.CheckpointDeclineTaskNotReadyException: Task Source: Custom Source (2/4) was not running"),
+        Wording("checkpoint-declined-task-not-ready", r"Checkpoint triggering task .+ of job [0-9a-f]+ is not in state RUNNING but [A-Z]+ instead",
+                "1.9 – 1.13", "CheckpointCoordinator#triggerCheckpoint (\"Checkpoint triggering task {} of job {} is not in state {} but {} instead. Aborting checkpoint.\")",
+                "Checkpoint triggering task Source: Kafka (1/2) of job 0a4f2b7c9d1e3f5a6b8c0d2e4f6a8b0c is not in state RUNNING but DEPLOYING instead. Aborting checkpoint."),
+        Wording("checkpoint-declined-task-not-ready", r"task .+ of job [0-9a-f]+ is not being executed at the moment\. Aborting checkpoint\.",
+                "1.9 – 2.x", "CheckpointCoordinator up to 1.13, DefaultCheckpointPlanCalculator since 1.14 (\"Checkpoint triggering task %s of job %s is not being executed at the moment. Aborting checkpoint.\")",
+                "Checkpoint triggering task Source: orders (1/2) of job 0a4f2b7c9d1e3f5a6b8c0d2e4f6a8b0c is not being executed at the moment. Aborting checkpoint. Failure reason: Not all required tasks are currently running."),
+        Wording("checkpoint-declined-task-not-ready", r"Some tasks of the job have already finished and checkpointing with finished tasks is not enabled",
+                "1.14 – 2.x", "DefaultCheckpointPlanCalculator (FLIP-147 switched off)",
+                "Failed to trigger checkpoint for job 0a4f2b7c9d1e3f5a6b8c0d2e4f6a8b0c since Some tasks of the job have already finished and checkpointing with finished tasks is not enabled. Failure reason: Not all required tasks are currently running.."),
+        Wording("checkpoint-declined-task-not-ready", r"Checkpoint was declined \(tasks not ready\)",
+                "1.9 – 2.x", "CheckpointFailureReason.CHECKPOINT_DECLINED_TASK_NOT_READY",
+                "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint was declined (tasks not ready)"),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -5,12 +5,14 @@ import re
 import statistics
 
 from flink_runbooks.evidence.checkpoint_analysis import CompletedStats, ceil_duration_ms, completed_stats, failovers
-from flink_runbooks.evidence.checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history
+from flink_runbooks.evidence.checkpoints import CheckpointAttempt, checkpoint_history
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.timestamps import span_ms
-from flink_runbooks.parse.units import format_duration, human_duration, human_size
+from flink_runbooks.vocabulary.units import format_duration, human_duration, human_size
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
+from flink_runbooks.vocabulary.lifecycle import TOLERABLE_FAILURES_EXCEEDED
+from flink_runbooks.vocabulary.wordings import Wording
 
 TIMEOUT_KEY = "execution.checkpointing.timeout"
 DEFAULT_TIMEOUT_MS = 600_000
@@ -79,10 +81,19 @@ class CheckpointExpired(Detector):
                   patches=("flink:execution.checkpointing.timeout", "ops:stalled TaskManager")),
     )
 
+    wordings = (
+        Wording("checkpoint-expired", r"Checkpoint \d+ of job [0-9a-f]+ expired before completing",
+                "1.3 – 2.x", "CheckpointCoordinator / CheckpointCanceller (\"Checkpoint {} of job {} expired before completing.\")",
+                "Checkpoint 7 of job 0a4f2b7c9d1e3f5a6b8c0d2e4f6a8b0c expired before completing."),
+        Wording("checkpoint-expired", r"Checkpoint expired before completing\.",
+                "1.9 – 2.x", "CheckpointFailureReason.CHECKPOINT_EXPIRED",
+                "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired before completing."),
+    )
+
     def detect(self, incident: Incident) -> list[Finding]:
         history = checkpoint_history(incident)
         expired = [a for a in history if a.outcome == "expired"]
-        bare = [ev for ev in incident.events if EXPIRED_TEXT.search(ev.text) and not THRESHOLD.search(ev.text)]
+        bare = [ev for ev in incident.events if EXPIRED_TEXT.search(ev.text) and not TOLERABLE_FAILURES_EXCEEDED.search(ev.text)]
         if not expired and not bare:
             return []
         job = _main_job(expired)
@@ -93,7 +104,7 @@ class CheckpointExpired(Detector):
         stalls = _stalls_during(incident, expired)
         laggard = _single_late_taskmanager(incident, late)
         unaligned = incident.config.get_bool("execution.checkpointing.unaligned.enabled")
-        thresholds = [ev for ev, m in incident.find(THRESHOLD)
+        thresholds = [ev for ev, m in incident.find(TOLERABLE_FAILURES_EXCEEDED)
                       if not m["reason"] or "expired" in m["reason"]]
         failed_over = bool(thresholds) and _expired_before(expired, bare, thresholds[0])
 

@@ -6,11 +6,12 @@ from dataclasses import dataclass
 
 from flink_runbooks.evidence.checkpoint_analysis import (APPLICATION_MODE_JOB_ID, NOT_DISCARDED, JobRun, failovers, job_runs,
                                    job_state_changes, run_at)
-from flink_runbooks.evidence.checkpoints import THRESHOLD, checkpoint_history
+from flink_runbooks.evidence.checkpoints import checkpoint_history
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.detectors.base import Detector, version_key
 from flink_runbooks.evidence.trail import evidence_trail
-from flink_runbooks.evidence.job_states import JOB_FAILOVER
+from flink_runbooks.vocabulary.lifecycle import JOB_FAILOVER, TOLERABLE_FAILURES_EXCEEDED
+from flink_runbooks.vocabulary.wordings import Wording
 
 DIR_KEY = "execution.checkpointing.dir"
 RETAINED_KEY = "execution.checkpointing.num-retained"
@@ -95,6 +96,12 @@ class CheckpointMetadataAlreadyExists(Detector):
                   patches=("flink:execution.checkpointing.create-subdir", "flink:execution.checkpointing.num-retained")),
     )
 
+    wordings = (
+        Wording("checkpoint-metadata-already-exists", r"_metadata already exists|Metadata file already exists|already exists: .*/chk-\d+/_metadata",
+                "1.3 – 2.x", "FsCheckpointMetadataOutputStream / LocalFileSystem (FileAlreadyExistsException)",
+                "java.io.IOException: Target file file:/ckpt/0a4f2b7c9d1e3f5a6b8c0d2e4f6a8b0c/chk-12/_metadata already exists."),
+    )
+
     def detect(self, incident: Incident) -> list[Finding]:
         collisions = self._collisions(incident)
         if not collisions:
@@ -110,7 +117,7 @@ class CheckpointMetadataAlreadyExists(Detector):
 
         failover_events = [ev for ev in incident.events if FAILOVER.search(ev.message) and ev.ts and first.event.ts
                            and ev.ts >= first.event.ts and _finalize_failure(ev)]
-        threshold = [ev for ev, m in incident.find(THRESHOLD) if "finalize" in (m["reason"] or "finalize")
+        threshold = [ev for ev, m in incident.find(TOLERABLE_FAILURES_EXCEEDED) if "finalize" in (m["reason"] or "finalize")
                      and (ev.ts or "~") >= (first.event.ts or "")]
         failed_over = bool(threshold or failover_events)
         kept_running = not failed_over and _kept_running(incident, history, first)

@@ -18,6 +18,7 @@ from flink_runbooks.evidence.snapshot_failures import (FLUSH_CLOSE, HDFS_FAILURE
                                  SnapshotFailure, checkpoint_dir, decline_instead_of_fail_patch, is_legacy,
                                  snapshot_failures, storage_actions, storage_error)
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.vocabulary.wordings import Wording
 
 # Exceptions a sink raises at the checkpoint when records it sent earlier could not be delivered.
 CONNECTOR_FLUSH = re.compile(
@@ -92,6 +93,18 @@ class CheckpointSyncPhaseFailure(Detector):
                   patches=("ops:full stack trace",),
                   next_evidence="the failing task's full stack trace in its TaskManager log (the 'Caused by' lines "
                                 "under 'Could not complete snapshot N')."),
+    )
+
+    wordings = (
+        Wording("checkpoint-sync-phase-failure", r"Could not complete snapshot \d+ for operator .+",
+                "1.3 – 2.x", "AbstractStreamOperator#snapshotState up to 1.10, StreamOperatorStateHandler#snapshotState since 1.11 (the CheckpointException's message; in 1.17.2 and 2.3.0 too)",
+                "2019-03-21 09:14:02,551 INFO  org.apache.flink.streaming.api.operators.AbstractStreamOperator  - Could not complete snapshot 42 for operator Sink: kafka-out (3/4)."),
+        Wording("checkpoint-sync-phase-failure", r"Could not perform checkpoint \d+ for operator .+",
+                "1.4 – 2.x", "StreamTask#triggerCheckpointOnBarrier / performCheckpoint",
+                "java.lang.Exception: Could not perform checkpoint 42 for operator Sink: kafka-out (3/4)."),
+        Wording("checkpoint-sync-phase-failure", r"Task local checkpoint failure\.",
+                "1.9 – 2.x", "CheckpointFailureReason.TASK_CHECKPOINT_FAILURE",
+                "org.apache.flink.runtime.checkpoint.CheckpointException: Task local checkpoint failure."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

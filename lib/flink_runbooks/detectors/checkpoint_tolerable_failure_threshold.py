@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import re
 
-from flink_runbooks.evidence.checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history, failed_streak_before, last_completed_before
+from flink_runbooks.evidence.checkpoints import CheckpointAttempt, checkpoint_history, failed_streak_before, last_completed_before
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.units import format_duration
+from flink_runbooks.vocabulary.units import format_duration
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.vocabulary.lifecycle import TOLERABLE_FAILURES_EXCEEDED
+from flink_runbooks.vocabulary.wordings import Wording
 
 # Rides out isolated failures, still fails on a real outage (a production Flink 1.16 deployment settled on 3).
 DEFAULT_TOLERABLE = 3
@@ -104,8 +106,14 @@ class CheckpointTolerableFailureThreshold(Detector):
                                 "Checkpoint History tab / `curl <jobmanager>:8081/jobs/<job-id>/checkpoints`."),
     )
 
+    wordings = (
+        Wording("checkpoint-tolerable-failure-threshold", r"Exceeded checkpoint tolerable failure threshold",
+                "1.9 – 2.x", "CheckpointFailureManager.EXCEEDED_CHECKPOINT_TOLERABLE_FAILURE_MESSAGE",
+                "org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold."),
+    )
+
     def detect(self, incident: Incident) -> list[Finding]:
-        exceeded = [ev for ev, _ in incident.find(THRESHOLD)]
+        exceeded = [ev for ev, _ in incident.find(TOLERABLE_FAILURES_EXCEEDED)]
         if not exceeded:
             return []
         history = checkpoint_history(incident)
@@ -228,7 +236,7 @@ def storage_access_snippet(ckpt_dir: str) -> str:
 
 def _stated_reason(exceeded: list[Event]) -> str | None:
     for ev in exceeded:
-        m = THRESHOLD.search(ev.text)
+        m = TOLERABLE_FAILURES_EXCEEDED.search(ev.text)
         if m and m.group("reason"):
             return m.group("reason").strip()
     return None

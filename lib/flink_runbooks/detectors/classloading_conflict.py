@@ -29,7 +29,7 @@ from flink_runbooks.evidence.episodes import failure_events, is_excerpt
 from flink_runbooks.evidence.memory import oom
 from flink_runbooks.evidence.faults import user_frames
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary.wordings import Wording
 
 SLUG = "classloading-conflict"
 CLOSED_LOADER = re.compile(r"Trying to access closed classloader")

@@ -20,7 +20,7 @@ from flink_runbooks.evidence.config_values import (COULD_NOT_PARSE, KeyProblem, 
                                                    key_problems, parse_failures)
 from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.model import Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary.wordings import Wording
 
 _ANY_KEY = "flink:*"
 _MOVE = "ops:move the settings into config.yaml"

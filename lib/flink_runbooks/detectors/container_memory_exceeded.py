@@ -11,8 +11,9 @@ from flink_runbooks.evidence.memory.incident import (KILL_SIGNATURES, STATE_BACK
                                effective_taskmanager_memory, model_applies, rocksdb_fix, rocksdb_memory, size_text,
                                user_memory_config)
 from flink_runbooks.model import Evidence, Finding, Incident, RootCause, earliest_ts
-from flink_runbooks.parse.units import parse_memory_size
+from flink_runbooks.vocabulary.units import parse_memory_size
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.vocabulary.wordings import Wording
 
 MIB = 1 << 20
 MIN_OVERHEAD_GROWTH = 256 * MIB  # below this a kill is rarely cured: native usage fluctuates by more
@@ -91,6 +92,12 @@ class ContainerMemoryExceeded(Detector):
                                 "state backend in use; for native growth, Native Memory Tracking "
                                 "(env.java.opts.taskmanager: -XX:NativeMemoryTracking=summary, then "
                                 "`jcmd <pid> VM.native_memory summary`)."),
+    )
+
+    wordings = (
+        Wording("container-memory-exceeded", r"is running (?:[\d.]+[KMGT]?B )?beyond (?:physical|virtual) memory limits",
+                "1.3 – 2.x", "YARN NodeManager (ContainersMonitorImpl), relayed by Flink's YARN resource manager",
+                "Container [pid=4711,containerID=container_1573131122047_0007_01_000003] is running 212992B beyond the 'PHYSICAL' memory limit. Current usage: 4.0 GB of 4 GB physical memory used; is running beyond physical memory limits"),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

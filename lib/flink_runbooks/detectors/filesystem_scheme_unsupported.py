@@ -19,7 +19,7 @@ from flink_runbooks.evidence import dependencies
 from flink_runbooks.evidence.episodes import failure_events, is_excerpt
 from flink_runbooks.evidence.faults import user_frames
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary.wordings import Wording
 
 SLUG = "filesystem-scheme-unsupported"
 NO_IMPLEMENTATION = re.compile(r"Could not find a file system implementation for scheme '(?P<scheme>[^']*)'")

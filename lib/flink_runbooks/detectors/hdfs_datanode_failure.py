@@ -9,8 +9,7 @@ itself refused them: full disks, decommissioning), ``K running and K excluded`` 
 """
 from __future__ import annotations
 
-from flink_runbooks.evidence.checkpoints import THRESHOLD, checkpoint_history
-from flink_runbooks.evidence.episodes import GLOBAL_FAILURE, TASK_FAILED
+from flink_runbooks.evidence.checkpoints import checkpoint_history
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.evidence.snapshot_failures import (ALL_DATANODES_BAD, FLUSH_CLOSE, HDFS_FAILURE, MIN_REPLICATION, REPLACE_FAILED,
                                  DatanodeTrouble, datanode_trouble, decline_instead_of_fail_patch, is_legacy,
@@ -18,6 +17,8 @@ from flink_runbooks.evidence.snapshot_failures import (ALL_DATANODES_BAD, FLUSH_
                                  transient_blip)
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
+from flink_runbooks.vocabulary.lifecycle import GLOBAL_FAILURE, TASK_FAILED, TOLERABLE_FAILURES_EXCEEDED
+from flink_runbooks.vocabulary.wordings import Wording
 
 HADOOP_PREFIX = "flink.hadoop."  # Flink copies flink.hadoop.* keys into the Hadoop configuration of its HDFS file system
 REPLACE_POLICY_KEY = "dfs.client.block.write.replace-datanode-on-failure.policy"
@@ -77,6 +78,12 @@ class HdfsDatanodeFailure(Detector):
                   patches=("ops:datanode state",)),
     )
 
+    wordings = (
+        Wording("hdfs-datanode-failure", r"All datanodes \[?DatanodeInfoWithStorage\[.*\]? are bad\. Aborting|could only be (?:written|replicated) to 0 nodes",
+                "1.3 – 2.x", "HDFS client DataStreamer / NameNode (RemoteException)",
+                "java.io.IOException: All datanodes [DatanodeInfoWithStorage[10.0.0.7:9866,DS-1,DISK]] are bad. Aborting..."),
+    )
+
     def detect(self, incident: Incident) -> list[Finding]:
         trouble = datanode_trouble(incident)
         if not trouble:
@@ -87,7 +94,7 @@ class HdfsDatanodeFailure(Detector):
         history = checkpoint_history(incident)
         covered = threshold_covered_ids(incident, history) & trouble.checkpoint_ids
         first_ts = min((ev.ts for ev in trouble.events if ev.ts), default=None)
-        threshold_after = [ev for ev, _ in incident.find(THRESHOLD) if first_ts is None or (ev.ts or "~") >= first_ts]
+        threshold_after = [ev for ev, _ in incident.find(TOLERABLE_FAILURES_EXCEEDED) if first_ts is None or (ev.ts or "~") >= first_ts]
         task_failed = (bool(sync) or any(f.failed_task for f in async_)
                        or any(TASK_FAILED.search(ev.message) or GLOBAL_FAILURE.search(ev.message)
                               for ev in trouble.events))

@@ -5,14 +5,15 @@ from __future__ import annotations
 import math
 import re
 
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
 from flink_runbooks.evidence.memory import MemoryConfigError, derive_taskmanager_memory, grow_pool
 from flink_runbooks.evidence.memory.incident import (apply_changes, breakdown_rows, config_evidence, deployment_of,
                                derived_taskmanager_memory, effective_taskmanager_memory, model_applies, size_text,
                                user_memory_config)
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.units import parse_memory_size
+from flink_runbooks.vocabulary.units import parse_memory_size
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.vocabulary.wordings import Wording
 
 INSUFFICIENT = re.compile(
     r"Insufficient number of network buffers: required (?P<required>\d+), but only (?P<available>\d+) available\. "
@@ -69,6 +70,12 @@ class InsufficientNetworkBuffers(Detector):
                   "Network memory at its fraction (not capped), high subtask parallelism in the failing task.",
                   patches=("flink:taskmanager.memory.network.min", "flink:taskmanager.memory.process.size",
                            "ops:fewer buffers per channel", "flink:taskmanager.memory.*")),
+    )
+
+    wordings = (
+        Wording("insufficient-network-buffers", r"Insufficient number of network buffers: required \d+, but only \d+ available",
+                "1.3 – 2.x", "NetworkBufferPool#requestMemorySegments / tryRedistributeBuffers",
+                "java.io.IOException: Insufficient number of network buffers: required 408, but only 203 available. The total number of network buffers is currently set to 2048 of 32768 bytes each."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -14,9 +14,9 @@ from flink_runbooks.evidence import cluster
 from flink_runbooks.evidence import leadership as ha
 from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary.wordings import Wording
 from flink_runbooks.parse.timestamps import seconds_between
-from flink_runbooks.parse.units import parse_duration_ms
+from flink_runbooks.vocabulary.units import parse_duration_ms
 
 SLUG = "jm-leadership-lost"
 _ZK_TIMEOUT = "high-availability.zookeeper.client.session-timeout"
@@ -191,7 +191,7 @@ class JmLeadershipLost(Detector):
         if gc:
             heap = incident.config.get("jobmanager.memory.process.size")
             if heap:
-                from flink_runbooks.parse.units import format_size, parse_memory_size
+                from flink_runbooks.vocabulary.units import format_size, parse_memory_size
                 size = parse_memory_size(heap) or 0
                 patches.append(self.flink_patch(
                     incident, "jobmanager.memory.process.size", format_size(max(2 * size, 2 << 30)),

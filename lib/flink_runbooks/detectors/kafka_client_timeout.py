@@ -19,7 +19,7 @@ from flink_runbooks.evidence.kafka_clients import (
     LEGACY_COMMIT_FAILED, LEGACY_THREAD_COMMIT_FAILED, SOURCE_COMMIT_FAILED, ClientConfig, client_configs,
 )
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary.wordings import Wording
 
 SLUG = "kafka-client-timeout"
 

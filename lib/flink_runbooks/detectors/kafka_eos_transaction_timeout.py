@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from flink_runbooks.evidence.episodes import JOB_STATE, is_excerpt
+from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.evidence.kafka_transactions import (
     BROKER_DEFAULT_MAX_TIMEOUT_MS, COMMITTER_TIMEOUT, FENCED, OPEN_TOO_LONG, PID_MAPPING, RECOVERY_COMMIT_FAILED,
     TIMEOUT_ABOVE_MAX, TransactionError, checkpoint_interval_ms, longest_checkpoint_gap_s, restores,
@@ -23,8 +23,9 @@ from flink_runbooks.evidence.kafka_transactions import (
 )
 from flink_runbooks.model import Finding, Incident, RootCause
 from flink_runbooks.detectors.base import Detector, signature
-from flink_runbooks.parse.flink_messages import Wording
-from flink_runbooks.parse.units import format_duration
+from flink_runbooks.vocabulary.wordings import Wording
+from flink_runbooks.vocabulary.units import format_duration
+from flink_runbooks.vocabulary.lifecycle import JOB_STATE
 
 SLUG = "kafka-eos-transaction-timeout"
 # A restored transaction's commit fails when the restore came after the transaction had timed out; the margin

@@ -20,9 +20,10 @@ from flink_runbooks.evidence.kafka_clients import (
     consumer_config, current_value, longest_consecutive_run, seconds, source_assignment,
 )
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.units import human_span
+from flink_runbooks.vocabulary.units import human_span
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
+from flink_runbooks.vocabulary.wordings import Wording
 
 # A coordinator move during a broker restart costs one or two checkpoints' commits; more than this many consecutive
 # checkpoints failing to commit is no longer a blip.
@@ -109,6 +110,15 @@ class KafkaOffsetCommitFailure(Detector):
                                 "consumer's `ConsumerConfig values:` dump (connections.max.idle.ms, "
                                 "request.timeout.ms); DEBUG logging for org.apache.kafka.clients.NetworkClient on "
                                 "one TaskManager."),
+    )
+
+    wordings = (
+        Wording("kafka-offset-commit-failure", r"Failed to commit consumer offsets for checkpoint \d+",
+                "1.14 – 2.x", "KafkaSourceReader#notifyCheckpointComplete",
+                "Failed to commit consumer offsets for checkpoint 42"),
+        Wording("kafka-offset-commit-failure", r"Async Kafka commit failed",
+                "1.3 – 1.17", "FlinkKafkaConsumerBase / KafkaFetcher (legacy FlinkKafkaConsumer)",
+                "Async Kafka commit failed."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

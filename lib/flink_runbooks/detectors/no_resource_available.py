@@ -5,11 +5,12 @@ import math
 import re
 
 from flink_runbooks.evidence import cluster
-from flink_runbooks.evidence.episodes import JOB_STATE
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.units import format_duration
+from flink_runbooks.vocabulary.units import format_duration
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.parse.timestamps import seconds_between
+from flink_runbooks.vocabulary.lifecycle import JOB_STATE
+from flink_runbooks.vocabulary.wordings import Wording
 
 _NO_RESOURCE = re.compile(
     r"NoResourceAvailableException|Could not acquire the minimum required resources|"
@@ -78,6 +79,12 @@ class NoResourceAvailable(Detector):
         RootCause("capacity-not-in-logs", "Slots were missing, but the logs do not show how many were required or "
                   "registered.", "Only the exception is present (an excerpt or a client log).",
                   patches=("ops:compare required and available slots",)),
+    )
+
+    wordings = (
+        Wording("no-resource-available", r"NoResourceAvailableException: (?:Could not acquire the minimum required resources|Could not allocate the required slot within slot request timeout|Could not allocate all requires slots within timeout|Not enough free slots available to run the job)",
+                "1.3 – 2.x", "NoResourceAvailableException (legacy scheduler ≤ 1.9, slot pool 1.10 – 1.12, declarative 1.13+)",
+                "org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException: Could not acquire the minimum required resources."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

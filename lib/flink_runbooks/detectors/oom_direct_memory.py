@@ -6,8 +6,9 @@ import re
 from flink_runbooks.evidence.memory import oom
 from flink_runbooks.evidence.memory import MemoryConfigError
 from flink_runbooks.model import Finding, Incident, Patch, RootCause
-from flink_runbooks.parse.units import format_size
+from flink_runbooks.vocabulary.units import format_size
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.vocabulary.wordings import Wording
 
 CONNECTOR_BUDGET_PER_SLOT = 128 << 20  # task off-heap per slot for connector/user direct buffers (one client each)
 MIN_CONNECTOR_BUDGET = 256 << 20
@@ -28,6 +29,12 @@ ALLOCATOR_FRAME = re.compile(r"\.(?:allocate\w*|newChunk|newDirectBuffer|directB
 MAX_DIRECT_FLAG = re.compile(r"-XX:MaxDirectMemorySize=\S+")
 JVM_OPTS_KEYS = ("env.java.opts.taskmanager", "env.java.opts.all", "env.java.opts")
 
+
+# Flink's enriched OutOfMemoryError message (TaskManager, 1.12+).
+TM_DIRECT_MESSAGE = ("java.lang.OutOfMemoryError: Direct buffer memory. The direct out-of-memory error has occurred. This can "
+                     "mean two things: either job(s) require(s) a larger size of JVM direct memory or there is a direct memory "
+                     "leak. The direct memory can be allocated by user code or some of its dependencies. In this case "
+                     "'taskmanager.memory.task.off-heap.size' configuration option should be increased.")
 
 class OomDirectMemory(Detector):
     slug = "oom-direct-memory"
@@ -68,6 +75,16 @@ class OomDirectMemory(Detector):
                   "'Could not allocate enough memory segments for NetworkBufferPool' at TaskManager start, often "
                   "with -XX:MaxDirectMemorySize in env.java.opts.",
                   patches=("flink:env.java.opts.taskmanager", "ops:JVM direct memory limit")),
+    )
+
+    wordings = (
+        Wording("oom-direct-memory", r"OutOfMemoryError:\s*Direct buffer memory",
+                "1.3 – 2.x", "the JVM (java.nio.Bits)", "java.lang.OutOfMemoryError: Direct buffer memory"),
+        Wording("oom-direct-memory", r"The direct out-of-memory error has occurred",
+                "1.10 – 2.x", "TaskManagerExceptionUtils / ClusterEntryPointExceptionUtils", TM_DIRECT_MESSAGE),
+        Wording("oom-direct-memory", r"Could not allocate enough memory segments for NetworkBufferPool \(required \(M[Bb]\): \d+",
+                "1.9 – 2.x", "NetworkBufferPool.<init> (\"(required (Mb): ...\" in 1.9 – 1.11, \"(required (MB): ...\" in 1.20)",
+                "java.lang.OutOfMemoryError: Could not allocate enough memory segments for NetworkBufferPool (required (Mb): 1024, allocated (Mb): 931, missing (Mb): 93). Cause: Direct buffer memory."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -7,8 +7,9 @@ from flink_runbooks.evidence.memory import oom
 from flink_runbooks.evidence.memory import MemoryConfigError
 from flink_runbooks.evidence.memory.incident import STATE_BACKEND_SIGNATURES
 from flink_runbooks.model import Event, Finding, Incident, Patch, RootCause
-from flink_runbooks.parse.units import format_size
+from flink_runbooks.vocabulary.units import format_size
 from flink_runbooks.detectors.base import Detector, version_key
+from flink_runbooks.vocabulary.wordings import Wording
 
 SMALL_SLOT_HEAP = 512 << 20  # below this much task heap per slot the heap is doubled, above it grown by half
 SMALL_JM_HEAP = 2 << 30
@@ -90,6 +91,14 @@ class OomJavaHeap(Detector):
                   patches=("flink:env.java.opts.jobmanager", "flink:execution.checkpointing.dir",
                            "flink:jobmanager.memory.process.size", "flink:state.backend.type",
                            "ops:one job per cluster", "flink:jobmanager.memory.*", "flink:execution.checkpointing.storage", "ops:checkpoint directory")),
+    )
+
+    wordings = (
+        Wording("oom-java-heap", r"OutOfMemoryError:\s*(?:Java heap space|GC overhead limit exceeded)",
+                "1.3 – 2.x", "the JVM", "java.lang.OutOfMemoryError: Java heap space"),
+        Wording("oom-java-heap", r"A heap space-related out-of-memory error has occurred",
+                "1.12 – 2.x", "ClusterEntryPointExceptionUtils (JobManager)",
+                "java.lang.OutOfMemoryError: Java heap space. A heap space-related out-of-memory error has occurred. This can mean two things: either Flink Master requires a larger size of JVM heap space or there is a memory leak."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

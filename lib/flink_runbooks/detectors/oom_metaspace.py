@@ -7,12 +7,19 @@ from flink_runbooks.evidence.memory import oom
 from flink_runbooks.evidence.episodes import episodes, fault_text
 from flink_runbooks.evidence.memory import MemoryConfigError
 from flink_runbooks.model import Event, Finding, Incident, Patch, RootCause
-from flink_runbooks.parse.units import format_size
+from flink_runbooks.vocabulary.units import format_size
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.vocabulary.lifecycle import JOB_RUNNING
+from flink_runbooks.vocabulary.wordings import Wording
 
 RESTART_LOOP = 3  # restarts before the OOM from which the restarts, not the job's size, explain it
 CLOSED_CLASSLOADER = re.compile(r"Trying to access closed classloader")
 
+
+# Flink's enriched OutOfMemoryError message (TaskManager, 1.12+).
+TM_METASPACE_MESSAGE = ("java.lang.OutOfMemoryError: Metaspace. The metaspace out-of-memory error has occurred. This can mean two "
+                        "things: either the job requires a larger size of JVM metaspace to load classes or there is a class loading "
+                        "leak. In the first case 'taskmanager.memory.jvm-metaspace.size' configuration option should be increased.")
 
 class OomMetaspace(Detector):
     slug = "oom-metaspace"
@@ -56,6 +63,15 @@ class OomMetaspace(Detector):
                   "The OOM comes on the first attempt, without earlier submissions or restarts.",
                   patches=("flink:jobmanager.memory.jvm-metaspace.size", "flink:jobmanager.memory.process.size",
                            "flink:taskmanager.memory.jvm-metaspace.size", "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*", "flink:jobmanager.memory.*")),
+    )
+
+    wordings = (
+        Wording("oom-metaspace", r"OutOfMemoryError:\s*Metaspace",
+                "1.3 – 2.x", "the JVM", "java.lang.OutOfMemoryError: Metaspace"),
+        Wording("oom-metaspace", r"The metaspace out-of-memory error has occurred",
+                "1.10 – 2.x", "TaskManagerExceptionUtils / ClusterEntryPointExceptionUtils (enrichment of the JVM's message)", TM_METASPACE_MESSAGE),
+        Wording("oom-metaspace", r"'(?:taskmanager|jobmanager)\.memory\.jvm-metaspace\.size' configuration option should be increased",
+                "1.10 – 2.x", "TaskManagerExceptionUtils.TM_METASPACE_OOM_ERROR_MESSAGE", TM_METASPACE_MESSAGE),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -137,7 +153,7 @@ class OomMetaspace(Detector):
     @staticmethod
     def _start_seen(incident: Incident, first: oom.OomOccurrence) -> bool:
         """The logs show the job (or the TaskManager) starting before the OOM: its history is in view."""
-        return any((ev.ts or "") <= (first.ts or "") and (oom.JOB_RUNNING.search(ev.message) or oom.SUBMISSION.search(
+        return any((ev.ts or "") <= (first.ts or "") and (JOB_RUNNING.search(ev.message) or oom.SUBMISSION.search(
             ev.message) or oom.TM_BANNER.search(ev.message)) for ev in incident.events if ev.ts) and bool(first.ts)
 
     @staticmethod

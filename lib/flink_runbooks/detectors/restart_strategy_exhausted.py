@@ -5,11 +5,13 @@ import re
 
 from flink_runbooks.evidence import cluster
 from flink_runbooks.evidence.checkpoints import checkpoint_history
-from flink_runbooks.evidence.episodes import JOB_STATE, RECOVERY_SUPPRESSED, episodes, fault_text, is_secondary
+from flink_runbooks.evidence.episodes import episodes, fault_text, is_secondary
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.units import format_duration
+from flink_runbooks.vocabulary.units import format_duration
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.parse.timestamps import seconds_between
+from flink_runbooks.vocabulary.lifecycle import JOB_STATE, RECOVERY_SUPPRESSED
+from flink_runbooks.vocabulary.wordings import Wording
 
 # Faults that come from the environment and may pass: a bigger budget can ride them out.
 _INFRASTRUCTURE = re.compile(
@@ -62,6 +64,12 @@ class RestartStrategyExhausted(Detector):
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
                            "flink:restart-strategy.fixed-delay.attempts", "flink:restart-strategy.fixed-delay.delay",
                            "flink:restart-strategy.type", "ops:resubmit the job", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
+    )
+
+    wordings = (
+        Wording("restart-strategy-exhausted", r"Recovery is suppressed by \w+RestartBackoffTimeStrategy",
+                "1.10 – 2.x", "ExecutionFailureHandler (JobException)",
+                "org.apache.flink.runtime.JobException: Recovery is suppressed by FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts=2, backoffTimeMS=3000)"),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -242,7 +250,7 @@ def _code_snippet(incident: Incident, budget: list[tuple[str, str, str]]) -> str
 
 
 def _seconds(duration: str) -> int:
-    from flink_runbooks.parse.units import parse_duration_ms
+    from flink_runbooks.vocabulary.units import parse_duration_ms
 
     return (parse_duration_ms(duration) or 0) // 1000
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import re
 
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
 from flink_runbooks.model import Finding, Incident, RootCause
 from flink_runbooks.evidence.rocksdb import common_dir, instance_base, is_within, rocksdb_dirs, split_dirs, strip_scheme
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.vocabulary.wordings import Wording
 
 LINK_FAILED = re.compile(r"[Ww]hile link file to (?P<dst>/\S+?): (?P<src>/\S+?): (?P<err>[^\n]+)")
 # Path words that name a network, cloud or FUSE file system.
@@ -49,6 +50,12 @@ class RocksDBHardlinkNotSupported(Detector):
                   "checkpoint storage but a mount such as Azure Files, SMB/NFS, a FUSE bucket or FAT.",
                   patches=("flink:state.backend.rocksdb.localdir", "ops:check the new directory",
                            "ops:stopgap without a local disk")),
+    )
+
+    wordings = (
+        Wording("rocksdb-hardlink-not-supported", r"[Ww]hile link file to \S+/chk-\d+\.tmp/\S+: \S+: (?:Not supported|Operation not permitted)",
+                "1.8 – 2.x", "RocksDB native checkpoint (RocksDBException via RocksIncrementalSnapshotStrategy); the OS error depends on the file system (EOPNOTSUPP, or EPERM on vfat)",
+                "org.rocksdb.RocksDBException: While link file to /data/rocksdb/db/chk-5.tmp/000012.sst: /data/rocksdb/db/000012.sst: Not supported"),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -17,6 +17,7 @@ from flink_runbooks.evidence.rocksdb import (
 )
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
+from flink_runbooks.vocabulary.wordings import Wording
 
 DEFAULT_TMP = "/tmp"  # io.tmp.dirs defaults to java.io.tmpdir
 RETAINED_CHECKPOINTS = 3  # enough to step back past one bad checkpoint
@@ -84,6 +85,12 @@ class RocksDBRestoreCorruption(Detector):
                                 "and download lines: `grep -n -E \"Restoring|download|localState\" taskmanager*.log`), "
                                 "whether local recovery is on (state.backend.local-recovery / "
                                 "execution.state-recovery.from-local), and the checkpoint's files in the storage."),
+    )
+
+    wordings = (
+        Wording("rocksdb-restore-corruption", r"(?:Bad table magic number|Corruption: block checksum mismatch|Sst file size mismatch)",
+                "1.3 – 2.x", "RocksDB (RocksDBException while opening restored SST files)",
+                "org.rocksdb.RocksDBException: Bad table magic number: expected 9863518390377041911, found 0 in /data/rocksdb/job/db/000042.sst"),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

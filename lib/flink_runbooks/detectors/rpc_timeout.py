@@ -14,9 +14,9 @@ from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence import cluster
 from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary.wordings import Wording
 from flink_runbooks.parse.timestamps import seconds_between
-from flink_runbooks.parse.units import format_size, parse_duration_ms, parse_memory_size
+from flink_runbooks.vocabulary.units import format_size, parse_duration_ms, parse_memory_size
 
 SLUG = "rpc-timeout"
 OVERSIZED = re.compile(

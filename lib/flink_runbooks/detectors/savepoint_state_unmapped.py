@@ -26,7 +26,7 @@ from flink_runbooks.evidence.restore import (
 )
 from flink_runbooks.evidence.trail import evidence_trail
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary.wordings import Wording
 
 UNMAPPED = re.compile(r"Failed to rollback to checkpoint/savepoint (?P<path>\S+?)\. Cannot map checkpoint/savepoint "
                       r"state for operator (?P<op>[0-9a-f]{32}) to the new program")

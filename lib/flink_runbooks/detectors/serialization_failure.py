@@ -20,7 +20,7 @@ from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.evidence.serialization import KIND_ORDER, failures, generic_types, jvm_views, opens_package
 from flink_runbooks.evidence.serialization import SerializationFailure as Report
 from flink_runbooks.model import Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary.wordings import Wording
 
 # The module options Flink >= 1.18 ships in its default configuration for Java 17 (conf/config.yaml of 1.20).
 JAVA17_OPENS = (

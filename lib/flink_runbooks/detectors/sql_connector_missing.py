@@ -20,7 +20,8 @@ from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence import dependencies
 from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary.versions import minor_text
+from flink_runbooks.vocabulary.wordings import Wording
 
 SLUG = "sql-connector-missing"
 NO_FACTORY = re.compile(r"Could not find any factory for identifier '(?P<id>[^']*)' that implements "
@@ -196,7 +197,7 @@ class SqlConnectorMissing(Detector):
 
     def _patches(self, incident, cause, identifier, known, closest, datastream, in_client):
         version = incident.flink_version or "<flink version>"
-        jar = f"{(known or 'flink-sql-connector-' + identifier).split(' ')[0]}-<connector version>-{_minor(version)}.jar"
+        jar = f"{(known or 'flink-sql-connector-' + identifier).split(' ')[0]}-<connector version>-{minor_text(version) or version}.jar"
         out = []
         if cause == "identifier-misspelled":
             out.append(self.code_patch("correct the identifier", f"'connector' = '{closest}'",
@@ -262,8 +263,3 @@ def _deepest(hits: list[tuple[Event, re.Match]]) -> tuple[Event, re.Match]:
 
 def _datastream_variant(sql_jar: str) -> str | None:
     return sql_jar.replace("flink-sql-connector-", "flink-connector-") if sql_jar.startswith("flink-sql-connector-") else None
-
-
-def _minor(version: str) -> str:
-    m = re.match(r"(\d+\.\d+)", version)
-    return m.group(1) if m else version

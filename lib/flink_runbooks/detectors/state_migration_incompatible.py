@@ -20,7 +20,7 @@ from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.evidence.restore import savepoint_starts, restored_snapshots
 from flink_runbooks.evidence.trail import evidence_trail
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary.wordings import Wording
 
 KEY_INCOMPATIBLE = re.compile(
     r"The new key serializer (?:\((?P<new>.*?)\) must be compatible with the previous key serializer \((?P<old>.*)\)"

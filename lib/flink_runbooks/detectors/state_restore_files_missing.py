@@ -30,7 +30,8 @@ from flink_runbooks.evidence.rocksdb import split_dirs, strip_scheme
 from flink_runbooks.evidence.restore import CHECKPOINT_DIR_KEY, CLAIM_MODE_KEY, restored_snapshots, savepoint_starts
 from flink_runbooks.evidence.trail import evidence_trail
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
+from flink_runbooks.vocabulary.wordings import Wording
+from flink_runbooks.vocabulary.lifecycle import CHECKPOINT_COMPLETED
 
 NO_METADATA = re.compile(r"Cannot find meta data file '_metadata' in directory '(?P<path>[^']+)'")
 NO_SNAPSHOT = re.compile(r"Cannot find checkpoint or savepoint file/directory '(?P<path>[^']+)'")
@@ -42,7 +43,6 @@ MISSING_FILE = re.compile(
     r"|NoSuchFileException: (?P<f>\S+)")
 CLAIM_MODE = re.compile(r"(?:restoreMode|claimMode|recoveryClaimMode|RestoreMode|RecoveryClaimMode)[=:' ]+\W?CLAIM\b"
                         r"|in CLAIM mode|claim-mode[=:]\s*CLAIM\b|savepoint-restore-mode[=:]\s*CLAIM\b")
-COMPLETED = re.compile(r"Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32})")
 # Where incremental checkpoints keep the files several checkpoints share (Flink's
 # AbstractFsCheckpointStorageAccess.CHECKPOINT_SHARED_STATE_DIR, under the job's checkpoint directory).
 CHECKPOINT_SHARED_STATE_DIR = "shared"
@@ -238,7 +238,7 @@ class StateRestoreFilesMissing(Detector):
     def _completed_before(incident: Incident, snapshot: str | None, failure: Event) -> Event | None:
         m = re.search(r"/(?P<job>[0-9a-f]{32})/chk-(?P<id>\d+)", snapshot or "")
         if m:
-            for ev, c in incident.find(COMPLETED):
+            for ev, c in incident.find(CHECKPOINT_COMPLETED):
                 if c["id"] == m["id"] and c["job"] == m["job"]:
                     return ev
         m = re.search(r"savepoint-(?P<short>[0-9a-f]{6})-[0-9a-f]{12}", snapshot or "")

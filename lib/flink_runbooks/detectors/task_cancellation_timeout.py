@@ -21,8 +21,9 @@ from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.evidence.faults import is_framework
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.detectors.base import Detector
-from flink_runbooks.parse.flink_messages import Wording
-from flink_runbooks.parse.units import format_duration
+from flink_runbooks.vocabulary.wordings import Wording
+from flink_runbooks.vocabulary.units import format_duration
+from flink_runbooks.vocabulary.lifecycle import TASK_CANCELED
 
 SLUG = "task-cancellation-timeout"
 DEFAULT_TIMEOUT_MS = 180_000  # TaskManagerOptions.TASK_CANCELLATION_TIMEOUT, 1.x and 2.x
@@ -35,7 +36,6 @@ STUCK = re.compile(
 WATCHDOG = re.compile(r"Task did not exit gracefully within (?P<secs>\d+) \+ seconds")
 JVM_EXIT = re.compile(r"Terminating TaskManagerRunner with exit code (?P<code>-?\d+)|"
                       r"Fatal error occurred while executing the TaskManager|Encountered fatal error \S+ - terminating the JVM")
-CANCELED = re.compile(r"^(?P<task>.+? \(\d+/\d+\))(?:#\d+)? \([0-9a-f_]+\) switched from CANCELING to CANCELED")
 # A thread-dump frame as Task prints it (no "at", a module or class-loader prefix) or as a pasted stack has it; found
 # anywhere in a line, since wrapped or joined pastes put several frames on one line.
 FRAME = re.compile(r"(?:^|\s)(?:at\s+)?(?:[\w.-]+@[\w.-]+/|[\w.-]+//|[\w.]+/)?(?P<name>[A-Za-z_$][\w$]*(?:\.[\w$]+)+)"
@@ -298,7 +298,7 @@ def _thread_state(report: StuckReport) -> str:
 def _cancellation_finished(incident: Incident, reports: list[StuckReport]) -> bool:
     tasks = {r.task.split("#")[0] for r in reports}
     for ev in incident.events:
-        m = CANCELED.search(ev.message)
+        m = TASK_CANCELED.search(ev.message)
         if m and m["task"] in tasks:
             return True
     return False

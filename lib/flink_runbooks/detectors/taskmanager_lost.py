@@ -5,18 +5,18 @@ import re
 
 from flink_runbooks.evidence import cluster
 from flink_runbooks.evidence.cluster import LOSS_CAUSE, Inventory, Loss, LossContext, TaskManager
-from flink_runbooks.evidence.episodes import RECOVERY_SUPPRESSED, TASK_FAILED
 from flink_runbooks.evidence.memory import MemoryConfigError, grow_pool
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.units import format_duration
+from flink_runbooks.vocabulary.units import format_duration
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
 from flink_runbooks.parse.timestamps import seconds_between
 from flink_runbooks.evidence.deployment import deployment
+from flink_runbooks.vocabulary.lifecycle import GLOBAL_FAILURE, JOB_RUNNING, RECOVERY_SUPPRESSED, TASK_FAILED
+from flink_runbooks.vocabulary.wordings import Wording
 
 _FAILURE_RECORD = re.compile(rf"{TASK_FAILED.pattern}|switched from state \w+ to (?:FAILING|RESTARTING|FAILED)|"
-                             r"Trying to recover from a global failure|reached terminal state FAILED")
-_RECOVERED = re.compile(r"switched from state RESTARTING to RUNNING")
+                             rf"{GLOBAL_FAILURE.pattern}|reached terminal state FAILED")
 _RELATED = {"killed-for-memory": "container-memory-exceeded / oom-java-heap / oom-direct-memory / oom-metaspace",
             "tm-unresponsive": "tm-heartbeat-timeout"}
 
@@ -106,6 +106,15 @@ class TaskManagerLost(Detector):
                            "flink:restart-strategy.exponential-delay.max-backoff",
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
                            "flink:restart-strategy.type", "ops:collect the lost TaskManager's log", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
+    )
+
+    wordings = (
+        Wording("taskmanager-lost", r"Connection unexpectedly closed by remote task manager '[^']*'\. This might indicate that the remote task manager was lost",
+                "1.5 – 2.x", "CreditBasedPartitionRequestClientHandler#channelInactive (RemoteTransportException)",
+                "org.apache.flink.runtime.io.network.netty.exception.RemoteTransportException: Connection unexpectedly closed by remote task manager 'worker-3/10.0.3.17:40123'. This might indicate that the remote task manager was lost."),
+        Wording("taskmanager-lost", r"TaskManager with id \S+ is no longer reachable",
+                "1.14 – 2.x", "JobMaster (JobMasterException)",
+                "org.apache.flink.runtime.jobmaster.JobMasterException: TaskManager with id localhost:46347-426023 is no longer reachable."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:
@@ -331,7 +340,7 @@ def _lost_list(inv: Inventory, failures: list[Event]) -> list[dict]:
 
 def _recovery_ts(incident: Incident, first: Event) -> str | None:
     for ev in incident.events:
-        if first.ts and ev.ts and ev.ts > first.ts and (_RECOVERED.search(ev.message) or
+        if first.ts and ev.ts and ev.ts > first.ts and (_restarted(ev) or
                                                         RECOVERY_SUPPRESSED.search(ev.text)):
             return ev.ts
     return None
@@ -343,7 +352,7 @@ def _outcome(incident: Incident, first: Event) -> tuple[str, Event | None]:
             continue
         if RECOVERY_SUPPRESSED.search(ev.text):
             return "FAILED: the restart strategy gave up", ev
-        if _RECOVERED.search(ev.message):
+        if _restarted(ev):
             return "recovered: restarted from the last checkpoint", ev
     return "unknown (no job state change after the loss in these logs)", None
 
@@ -398,3 +407,9 @@ def _kill_commands(ctx: LossContext | None) -> str:
             f"yarn logs -applicationId <application id> -containerId <container of {tm}>\n"
             f"# bare metal / VM: the kernel OOM killer\n"
             f"dmesg -T | grep -iE 'killed process|out of memory'")
+
+
+def _restarted(ev: Event) -> bool:
+    """The job runs again after a restart."""
+    m = JOB_RUNNING.search(ev.message)
+    return m is not None and m["previous"] == "RESTARTING"

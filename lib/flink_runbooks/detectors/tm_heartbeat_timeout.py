@@ -5,13 +5,14 @@ import re
 
 from flink_runbooks.evidence import cluster
 from flink_runbooks.evidence.cluster import HEARTBEAT_TIMEOUT, Inventory, LossContext
-from flink_runbooks.evidence.episodes import TASK_FAILED
 from flink_runbooks.evidence.memory import derive_jobmanager_memory, MemoryConfigError
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.units import format_duration, format_size
+from flink_runbooks.vocabulary.units import format_duration, format_size
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence.trail import evidence_trail
 from flink_runbooks.parse.timestamps import seconds_between
+from flink_runbooks.vocabulary.lifecycle import TASK_FAILED
+from flink_runbooks.vocabulary.wordings import Wording
 
 _ADDRESS_MISMATCH = re.compile(r"dropping message .* for non-local recipient|has quarantined this system|"
                                r"[Qq]uarantined address|not a local address")
@@ -62,6 +63,12 @@ class TmHeartbeatTimeout(Detector):
                   "was cut off cannot be told.",
                   "Only the JobManager's timeout lines are present.",
                   patches=("flink:heartbeat.timeout", "ops:collect the TaskManager's log")),
+    )
+
+    wordings = (
+        Wording("tm-heartbeat-timeout", r"(?:The heartbeat of|Heartbeat of) TaskManager with id \S+ timed out",
+                "1.5 – 2.x", "JobMaster / ResourceManager heartbeat listeners (\"Heartbeat of TaskManager with id {} timed out.\" up to 1.13, \"The heartbeat of TaskManager with id %s timed out.\" since 1.14)",
+                "java.util.concurrent.TimeoutException: The heartbeat of TaskManager with id localhost:39497-b02aeb timed out."),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
 from flink_runbooks.evidence.memory import CONSTRAINTS, MemoryConfigError, derive_taskmanager_memory, suggest_fix
 from flink_runbooks.evidence.memory.incident import (KILL_SIGNATURES, MEMORY_CONFIG_ERROR, STATE_BACKEND_SIGNATURES,
                                TM_START_SCRIPT_FAILED, apply_changes, breakdown_rows, config_evidence,
@@ -13,8 +13,9 @@ from flink_runbooks.evidence.memory.incident import (KILL_SIGNATURES, MEMORY_CON
                                memory_config_error_events, model_applies, rocksdb_fix, rocksdb_memory, size_text,
                                user_memory_config)
 from flink_runbooks.model import Event, Evidence, Finding, Incident, RootCause, earliest_ts
-from flink_runbooks.parse.units import parse_memory_size
+from flink_runbooks.vocabulary.units import parse_memory_size
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.vocabulary.wordings import Wording
 
 _CAUSE_OF_CONSTRAINT = {
     "fractions-exceed-total": "fractions-exceed-total",
@@ -123,6 +124,21 @@ class TmMemoryMisconfiguration(Detector):
                   patches=("flink:state.backend.rocksdb.memory.fixed-per-slot",
                            "flink:state.backend.rocksdb.memory.managed", "flink:taskmanager.memory.managed.fraction",
                            "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*")),
+    )
+
+    wordings = (
+        Wording("tm-memory-misconfiguration", r"Either required fine-grained memory \([\w.]+\), or Total Flink Memory size \(.+\), or Total Process Memory size \(.+\) need to be configured explicitly",
+                "1.10 – 2.x", "ProcessMemoryUtils#failBecauseRequiredOptionsNotConfigured (TaskManager since 1.10, JobManager since 1.11)",
+                "org.apache.flink.configuration.IllegalConfigurationException: Either required fine-grained memory (jobmanager.memory.heap.size), or Total Flink Memory size (Key: 'jobmanager.memory.flink.size' , default: null (fallback keys: [])), or Total Process Memory size (Key: 'jobmanager.memory.process.size' , default: null (fallback keys: [])) need to be configured explicitly."),
+        Wording("tm-memory-misconfiguration", r"The configured Total Process Memory size \(.+\) is less than the sum of the derived Total Flink Memory size",
+                "1.10 – 2.x", "ProcessMemoryUtils#deriveJvmMetaspaceAndOverheadWithTotalProcessMemory",
+                "The configured Total Process Memory size (2.000gb (2147483648 bytes)) is less than the sum of the derived Total Flink Memory size (2.500gb (2684354564 bytes)) and the configured or default JVM Metaspace size  (256.000mb (268435456 bytes))."),
+        Wording("tm-memory-misconfiguration", r"Sum of configured (?:Framework Heap Memory|JVM Metaspace) .+ exceed",
+                "1.10 – 2.x", "TaskExecutorFlinkMemoryUtils / ProcessMemoryUtils",
+                "org.apache.flink.configuration.IllegalConfigurationException: Sum of configured Framework Heap Memory (128.000mb (134217728 bytes)), Framework Off-Heap Memory (128.000mb (134217728 bytes)), Task Off-Heap Memory (0 bytes), Managed Memory (2.000gb (2147483648 bytes)) and Network Memory (1.000gb (1073741824 bytes)) exceed configured Total Flink Memory (2.000gb (2147483648 bytes))."),
+        Wording("tm-memory-misconfiguration", r"Inconsistently configured .+ and its min \(.+\), max \(.+\) value",
+                "1.10 – 2.x", "ProcessMemoryUtils#getRangeFraction (network or JVM overhead fraction against its min and max; TaskExecutorResourceUtils in 1.10)",
+                "org.apache.flink.configuration.IllegalConfigurationException: Inconsistently configured Key: 'taskmanager.memory.network.fraction' , default: 0.1 (fallback keys: [{key=taskmanager.network.memory.fraction, isDeprecated=true}]) (0.10000000149011612) and its min (2.000gb (2147483648 bytes)), max (1024.000mb (1073741824 bytes)) value"),
     )
 
     def detect(self, incident: Incident) -> list[Finding]:

@@ -16,8 +16,8 @@ from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence import rpc_addresses as rpc
 from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.parse.flink_messages import Wording
-from flink_runbooks.parse.units import format_duration, parse_duration_ms
+from flink_runbooks.vocabulary.wordings import Wording
+from flink_runbooks.vocabulary.units import format_duration, parse_duration_ms
 
 SLUG = "tm-registration-timeout"
 _ADDRESS = ("flink:jobmanager.rpc.address", "flink:jobmanager.rpc.port")

@@ -19,9 +19,9 @@ import re
 
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence import cluster
-from flink_runbooks.evidence.episodes import RECOVERY_SUPPRESSED
 from flink_runbooks.evidence.user_code import (FIRST_RECORDS_WINDOW_S, UserFault, excerpt, job_run, user_faults)
 from flink_runbooks.model import Finding, Incident, RootCause
+from flink_runbooks.vocabulary.lifecycle import RECOVERY_SUPPRESSED
 
 _ALERT = "ops:alert on restarts"
 _COLLECT = "ops:collect the JobManager log"
@@ -272,15 +272,15 @@ def _grep_word(uf: UserFault) -> str:
 
 def _claimed_elsewhere(uf: UserFault) -> bool:
     """A fault that another runbook names as its root cause (serialization, memory, configuration...) is that runbook's."""
-    from flink_runbooks.detectors import all_detectors
-    from flink_runbooks.parse.flink_messages import recognise
+    from flink_runbooks.detectors import all_detectors, all_wordings
+    from flink_runbooks.vocabulary.wordings import recognise
 
     texts = [f"{c.cls}: {c.message}" for c in uf.event.chain
              if c.kind != "suppressed" and not RECOVERY_SUPPRESSED.search(c.message)]
     others = [d for d in all_detectors() if d.layer < 2 and d.slug != UserCodeException.slug]
     named = {d.slug for d in others}
     for text in texts:
-        if any(w.runbook in named for w in recognise(text)):
+        if any(w.runbook in named for w in recognise(text, all_wordings())):
             return True
         for d in others:
             if any(re.search(sig, text) for sig in d.signatures if not sig.startswith("^")):

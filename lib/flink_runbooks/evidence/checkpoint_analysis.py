@@ -10,10 +10,11 @@ import re
 import statistics
 from dataclasses import dataclass, field
 
-from flink_runbooks.evidence.checkpoints import DECLINED, TRIGGER_FAILED, CheckpointAttempt
-from flink_runbooks.evidence.episodes import JOB_STATE
+from flink_runbooks.evidence.checkpoints import CheckpointAttempt
 from flink_runbooks.model import Event, Incident
 from flink_runbooks.parse.timestamps import parse_ts
+from flink_runbooks.vocabulary.lifecycle import (
+    CHECKPOINT_DECLINED, CHECKPOINT_DISCARDED, CHECKPOINT_TRIGGER_FAILED, JOB_STATE)
 
 JOB_ID = r"[0-9a-f]{32}"
 
@@ -40,8 +41,6 @@ DECLINED_NOT_READY = re.compile(
     r"CheckpointDeclineTaskNotReadyException(?:: Task (?P<task>.+?) was not running)?|"
     r"Checkpoint was declined \(tasks not ready\)")
 NOT_ALL_RUNNING = re.compile(r"Not all required tasks are currently running")
-# Up to 1.8 the decline's cause is printed under the record that discards the checkpoint, not the decline line.
-DISCARDING = re.compile(rf"Discarding checkpoint (?P<id>\d+) of job (?P<job>{JOB_ID})")
 
 # Application mode gives the job a fixed id: all zeros without HA, new JobID(clusterId.hashCode(), 0) with HA.
 APPLICATION_MODE_JOB_ID = re.compile(r"^(?:0{32}|[0-9a-f]{16}0{16})$")
@@ -272,8 +271,8 @@ def not_ready_aborts(incident: Incident) -> list[NotReadyAbort]:
     out = []
     for ev in incident.events:
         text = ev.text
-        job_m = (TRIGGER_FAILED.search(ev.message) or DECLINED.search(ev.message)
-                 or DISCARDING.search(ev.message))
+        job_m = (CHECKPOINT_TRIGGER_FAILED.search(ev.message) or CHECKPOINT_DECLINED.search(ev.message)
+                 or CHECKPOINT_DISCARDED.search(ev.message))
         job = job_m["job"] if job_m else None
         cid = int(job_m["id"]) if job_m and job_m["id"] else None
         if m := NOT_RUNNING_STATE.search(text):

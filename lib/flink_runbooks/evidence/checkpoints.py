@@ -1,27 +1,11 @@
 """Checkpoint history reconstructed from the JobManager's checkpoint lifecycle lines (shared by the checkpoint runbooks)."""
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from flink_runbooks.model import Event, Incident
-
-_TRIGGER = re.compile(r"Triggering (?:checkpoint|savepoint) (?P<id>\d+)\b.*? for job (?P<job>[0-9a-f]{32})")
-_COMPLETED = re.compile(
-    r"Completed checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32}) \((?P<bytes>\d+) bytes"
-    r"(?:, checkpointDuration=(?P<dur>\d+) ms| in (?P<dur_old>\d+) ms)?"
-)
-_EXPIRED = re.compile(r"Checkpoint (?P<id>\d+) of job (?P<job>[0-9a-f]{32}) expired before completing")
-DECLINED = re.compile(r"Decline checkpoint (?P<id>\d+) by task (?P<task>\S+)(?: of job (?P<job>[0-9a-f]{32}))?")
-_FAILED = re.compile(
-    r"Failed to trigger or complete checkpoint (?P<id>\d+) for job (?P<job>[0-9a-f]{32})\.?"
-    r"(?: \((?P<consecutive>\d+) consecutive failed attempts so far\))?"
-)
-TRIGGER_FAILED = re.compile(r"Failed to trigger checkpoint (?:(?P<id>\d+) )?for job (?P<job>[0-9a-f]{32})")
-THRESHOLD = re.compile(
-    r"Exceeded checkpoint tolerable failure threshold\.?(?: The latest checkpoint failed due to (?P<reason>.+?), view)?"
-)
-
+from flink_runbooks.vocabulary.lifecycle import (
+    CHECKPOINT_COMPLETED, CHECKPOINT_DECLINED, CHECKPOINT_EXPIRED, CHECKPOINT_FAILED, CHECKPOINT_TRIGGERED)
 
 @dataclass
 class CheckpointAttempt:
@@ -62,28 +46,28 @@ def _checkpoint_history(incident: Incident) -> list[CheckpointAttempt]:
 
     for ev in incident.events:
         msg = ev.message
-        if m := _TRIGGER.search(msg):
+        if m := CHECKPOINT_TRIGGERED.search(msg):
             att = get(m["id"], m["job"], trigger=True)
             att.triggered = att.triggered or ev.ts
             att.events.append(ev)
-        elif m := _COMPLETED.search(msg):
+        elif m := CHECKPOINT_COMPLETED.search(msg):
             att = get(m["id"], m["job"])
             att.outcome, att.finished = "completed", ev.ts
-            att.size_bytes = int(m["bytes"])
+            att.size_bytes = int(m["bytes"]) if m["bytes"] else None
             dur = m["dur"] or m["dur_old"]
             att.duration_ms = int(dur) if dur else None
             att.events.append(ev)
-        elif m := _EXPIRED.search(msg):
+        elif m := CHECKPOINT_EXPIRED.search(msg):
             att = get(m["id"], m["job"])
             att.outcome, att.finished, att.failure = "expired", ev.ts, "Checkpoint expired before completing."
             att.events.append(ev)
-        elif m := DECLINED.search(msg):
+        elif m := CHECKPOINT_DECLINED.search(msg):
             att = get(m["id"], m["job"])
             if att.outcome == "in progress":
                 att.outcome, att.finished = "declined", ev.ts
             att.failure = att.failure or _deepest(ev)
             att.events.append(ev)
-        elif m := _FAILED.search(msg):
+        elif m := CHECKPOINT_FAILED.search(msg):
             att = get(m["id"], m["job"])
             if att.outcome in ("in progress", "declined"):
                 att.outcome = "failed" if att.outcome == "in progress" else att.outcome

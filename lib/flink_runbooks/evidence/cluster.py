@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from flink_runbooks.evidence.episodes import SECONDARY_SYMPTOMS
 from flink_runbooks.model import Event, Incident
 from flink_runbooks.parse.timestamps import seconds_between
-from flink_runbooks.parse.units import format_duration
+from flink_runbooks.vocabulary.units import format_duration
 
 # ------------------------------------------------------------------------------------------------ log line shapes
 
@@ -505,7 +505,7 @@ class RestartStrategy:
 
 def restart_strategy(incident: Incident) -> RestartStrategy:
     """The restart strategy in force: what the JobMaster logged beats the configuration, which beats the default."""
-    from flink_runbooks.evidence.episodes import RECOVERY_SUPPRESSED
+    from flink_runbooks.vocabulary.lifecycle import RECOVERY_SUPPRESSED
 
     cfg_kind = _CONFIG_KIND.get((incident.config.get("restart-strategy.type") or "").strip().lower())
     logged = None

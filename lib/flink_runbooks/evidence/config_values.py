@@ -1,8 +1,8 @@
 """Configuration values and keys a Flink release cannot use: a value it cannot parse, a key it no longer reads, a
 file it no longer reads (2.x reads only ``config.yaml``), a key no option declares.
 
-Which keys a release declares comes from the release's own option classes (:mod:`.option_keys`, generated from
-flink-dist) and from the renames of :mod:`flink_runbooks.parse.keys`; a misspelling is an unknown key whose closest
+Which keys a release declares comes from the release's own option classes (:mod:`flink_runbooks.vocabulary.options`, generated from
+flink-dist) and from the renames of :mod:`flink_runbooks.vocabulary.keys`; a misspelling is an unknown key whose closest
 declared key (``difflib``) is one typo away.
 """
 from __future__ import annotations
@@ -12,11 +12,12 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from flink_runbooks.evidence.option_keys import KEYS as OPTION_KEYS, RELEASES
+from flink_runbooks.vocabulary.options import KEYS as OPTION_KEYS, RELEASES
 from flink_runbooks.evidence.memory import options as memory_options
 from flink_runbooks.model import Event, Incident
-from flink_runbooks.parse import keys
-from flink_runbooks.parse.units import _DURATION_UNITS_MS, _SIZE_UNITS
+from flink_runbooks.vocabulary import keys
+from flink_runbooks.vocabulary.units import _DURATION_UNITS_MS, _SIZE_UNITS
+from flink_runbooks.vocabulary.versions import minor_text
 
 # Flink's own words for a value it cannot parse (ConfigurationUtils / Configuration, every release since 1.10).
 COULD_NOT_PARSE = re.compile(r"Could not parse value '(?P<value>[^']*)' for key '(?P<key>[^']+)'")
@@ -146,10 +147,6 @@ class KeyProblem:
     rewrite: str | None = None  # the setting in the replacement's own format, when it is not the same value
 
 
-def _minor(version: tuple[int, ...] | None) -> str | None:
-    return f"{version[0]}.{version[1]}" if version and len(version) >= 2 else None
-
-
 def declared_keys(version: tuple[int, ...] | None) -> set[str]:
     """Keys the option classes of the nearest release at hand declare, plus every spelling keys.py knows that the
     version reads, plus the memory model's options."""
@@ -269,7 +266,7 @@ def key_problems(incident: Incident) -> list[KeyProblem]:
 
 def _newer_than_release(key: str, version: tuple[int, ...]) -> bool:
     """A spelling this exact release's own option classes do not declare, which a later release at hand does."""
-    minor = _minor(version)
+    minor = minor_text(version)
     releases = OPTION_KEYS.get(key)
     if minor not in RELEASES or not releases or minor in releases:
         return False

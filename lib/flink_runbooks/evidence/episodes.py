@@ -11,12 +11,8 @@ import re
 from dataclasses import dataclass, field
 
 from flink_runbooks.model import Event, Incident
+from flink_runbooks.vocabulary.lifecycle import GLOBAL_FAILURE, JOB_STATE, RECOVERY_SUPPRESSED, TASK_FAILED
 
-JOB_STATE = re.compile(
-    r"Job (?P<name>.*?) \((?P<job>[0-9a-f]{32})\) switched from state (?P<from>[A-Z_]+) to (?P<to>[A-Z_]+)")
-TASK_FAILED = re.compile(r"switched from (?:RUNNING|DEPLOYING|INITIALIZING|CREATED|SCHEDULED) to FAILED")
-GLOBAL_FAILURE = re.compile(r"Trying to recover from a global failure")
-RECOVERY_SUPPRESSED = re.compile(r"Recovery is suppressed by (?P<strategy>\w+)(?P<args>\([^)]*\))?")
 
 # Causes that are consequences of another fault (a peer died, the task was cancelled, the job is shutting down).
 SECONDARY_SYMPTOMS = re.compile(

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from flink_runbooks.model import Event, Incident
+from flink_runbooks.vocabulary.lifecycle import JOB_SUSPENDED
 
 _ID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-9a-f]{32}"
 GRANTED = re.compile(rf"(?P<who>\w+) (?:for job (?P<job>[0-9a-f]{{32}}) )?was granted leadership with leader id (?P<leader>{_ID})|"
@@ -24,7 +25,6 @@ TM_LOST_LEADER = re.compile(rf"JobManager for job (?P<job>[0-9a-f]{{32}}) with l
 CLIENT_LOST = re.compile(r"Job (?P<job>[0-9a-f]{32}) was not finished by JobManager|Job completed with illegal status: SUSPENDED|"
                          r"Cannot obtain JobMasterGateway because the JobMaster lost leadership")
 LEADERSHIP_LOST = re.compile(re.sub(r"\?P<\w+>", "", rf"{REVOKED.pattern}|{TM_LOST_LEADER.pattern}|{CLIENT_LOST.pattern}"))
-JOB_SUSPENDED = re.compile(r"Job .*\((?P<job>[0-9a-f]{32})\) switched from state \w+ to SUSPENDED")
 FENCING = re.compile(r"Fencing token mismatch|FencingTokenException|"
                      r"does not match the expected job manager leader id")
 # ZooKeeper (Curator and Flink's drivers)

@@ -20,10 +20,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from flink_runbooks.evidence.checkpoints import THRESHOLD, CheckpointAttempt, checkpoint_history
-from flink_runbooks.evidence.episodes import GLOBAL_FAILURE, TASK_FAILED
+from flink_runbooks.evidence.checkpoints import CheckpointAttempt, checkpoint_history
 from flink_runbooks.model import Event, Incident
-from flink_runbooks.evidence.job_states import JOB_FAILOVER
+from flink_runbooks.vocabulary.lifecycle import GLOBAL_FAILURE, JOB_FAILOVER, TASK_FAILED, TOLERABLE_FAILURES_EXCEEDED
 
 # --------------------------------------------------------------------------------------------------------------------
 # the wrappers that name the phase
@@ -209,7 +208,7 @@ def threshold_covered_ids(incident: Incident, history: list[CheckpointAttempt] |
 
     history = checkpoint_history(incident) if history is None else history
     covered: set[int] = set()
-    for ev, _ in incident.find(THRESHOLD):
+    for ev, _ in incident.find(TOLERABLE_FAILURES_EXCEEDED):
         covered.update(a.checkpoint_id for a in failed_streak_before(history, ev))
     return covered
 

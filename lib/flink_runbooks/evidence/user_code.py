@@ -13,10 +13,11 @@ import re
 from dataclasses import dataclass
 
 from flink_runbooks.evidence.checkpoints import checkpoint_history
-from flink_runbooks.evidence.episodes import JOB_STATE, Episode, episodes, failure_events, is_excerpt, is_secondary
+from flink_runbooks.evidence.episodes import Episode, episodes, failure_events, is_excerpt, is_secondary
 from flink_runbooks.evidence.faults import ENVIRONMENT_MESSAGE, Fault, read_fault
 from flink_runbooks.model import Event, Incident
 from flink_runbooks.parse.timestamps import seconds_between
+from flink_runbooks.vocabulary.lifecycle import JOB_STATE
 
 # An exception that says an external call failed: the network, a timeout, a refused or reset connection.
 EXTERNAL_CALL = re.compile(

@@ -26,9 +26,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
 from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_lines, redact_text, redact_value
-from flink_runbooks.parse.units import parse_duration_ms, parse_memory_size
+from flink_runbooks.vocabulary.units import parse_duration_ms, parse_memory_size
 
 SOURCE_RANKS = {"file": 0, "log": 1, "dynamic": 2, "override": 3}
 

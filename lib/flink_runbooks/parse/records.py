@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import html
 
-from flink_runbooks.parse.flink_messages import qualify
+from flink_runbooks.vocabulary.wordings import qualify
 from flink_runbooks.parse.layouts import (SHORTEST_WRAPPED, WRAP_MIN, WRAP_WIDTHS, docker_json_line, parse_header,
                                           strip_prefix)
 from flink_runbooks.parse.layouts import is_header as is_header_line

@@ -15,14 +15,11 @@ import sys
 from flink_runbooks.detectors import all_detectors
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.model import RootCause
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
+from flink_runbooks.vocabulary.versions import release_text
 
 DECISIONS_FILE = pathlib.Path(__file__).resolve().parents[3] / "data" / "DECISIONS.md"
 TARGETS = {"flink": "config", "kafka": "Kafka client", "code": "job code", "ops": "action"}
-
-
-def _release(version: tuple[int, ...] | None) -> str:
-    return ".".join(map(str, version)) if version else ""
 
 
 def key_spellings(key: str) -> str:
@@ -36,15 +33,15 @@ def key_spellings(key: str) -> str:
         older = [n for n in concept.names if n.since is not None and (since is None or n.since > since)]
         upper = min((n.since for n in older), default=None)  # a newer spelling takes over from here
         if since and until:
-            span = f"{_release(since)} – before {_release(until)}"
+            span = f"{release_text(since)} – before {release_text(until)}"
         elif since:
-            span = f"{_release(since)}+"
+            span = f"{release_text(since)}+"
         elif upper and until:
-            span = f"before {_release(upper)}; removed in {_release(until)}"
+            span = f"before {release_text(upper)}; removed in {release_text(until)}"
         elif upper:
-            span = f"before {_release(upper)}"
+            span = f"before {release_text(upper)}"
         elif until:
-            span = f"before {_release(until)}"
+            span = f"before {release_text(until)}"
         else:
             span = "all"
         parts.append(f"`{name.name}` ({span})")

@@ -12,22 +12,17 @@ from typing import Iterable
 
 import yaml
 
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
 from flink_runbooks.parse.config import (ConfigError, EffectiveConfig, YamlEntry, detect_conf_format, line_end, line_start,
                      parse_flat_conf, yaml_layout)
-from flink_runbooks.model import Patch, parse_version
+from flink_runbooks.model import Patch
+from flink_runbooks.vocabulary.versions import FlinkVersion
 from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_text, redact_value
 
 FLINK_DEPLOYMENT_API = "flink.apache.org/v1beta1"
 STANDARD_YAML_SINCE = (1, 19)
 
 VersionLike = tuple[int, ...] | str | None
-
-
-def _version(version: VersionLike) -> tuple[int, ...] | None:
-    if version is None or isinstance(version, tuple):
-        return version
-    return parse_version(str(version))
 
 
 def _of_target(patches: Iterable[Patch], target: str) -> list[Patch]:
@@ -261,7 +256,7 @@ def _target_file(config: EffectiveConfig | None, version: tuple[int, ...] | None
 def apply_patches_to_text(patches: Iterable[Patch], text: str, path: str, fmt: str,
                           version: VersionLike = None) -> tuple[str, list[str]]:
     """The config text after the ``flink`` patches, plus comment lines for values the format cannot hold."""
-    v = _version(version)
+    v = FlinkVersion.parse(version)
     notes: list[str] = []
     for patch in _of_target(patches, "flink"):
         apply = _apply_flat if fmt == "flat" else _apply_nested
@@ -277,7 +272,7 @@ def render_config_diff(patches: Iterable[Patch], config: EffectiveConfig | None,
     flink = _of_target(patches, "flink")
     if not flink:
         return ""
-    v = _version(version)
+    v = FlinkVersion.parse(version)
     name, old, fmt = _target_file(config, v)
     path = config.file_path if config is not None and config.file_path else name
     new, notes = apply_patches_to_text(flink, old, path, fmt, v)
@@ -302,7 +297,7 @@ def render_flinkdeployment_patch(patches: Iterable[Patch], version: VersionLike,
     flink = _of_target(patches, "flink")
     if not flink:
         return ""
-    v = _version(version)
+    v = FlinkVersion.parse(version)
     conf: dict[str, str | None] = {}
     for patch in flink:
         key = keys.name_for(patch.key, v)

@@ -10,11 +10,11 @@ import json
 from dataclasses import asdict
 from typing import Any
 
-from flink_runbooks.diagnose import Diagnosis
+from flink_runbooks.model import Diagnosis
 from flink_runbooks.model import Finding
 from flink_runbooks.render.patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
 from flink_runbooks.parse.redact import redact_data, redact_text
-from flink_runbooks.model import parse_version
+from flink_runbooks.vocabulary.versions import FlinkVersion
 from flink_runbooks.render.terminal import printable
 
 
@@ -42,7 +42,7 @@ def to_json(diagnosis: Diagnosis) -> str:
 def patch_outputs(finding: Finding, diagnosis: Diagnosis) -> dict[str, Any]:
     """Every rendering of a finding's patches that applies: config diff, FlinkDeployment patch, Kafka, code."""
     inc = diagnosis.incident
-    version = parse_version(inc.flink_version)
+    version = FlinkVersion.parse(inc.flink_version)
     flink = [p for p in finding.patches if p.target == "flink"]
     out: dict[str, Any] = {}
     if flink:

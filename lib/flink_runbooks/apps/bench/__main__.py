@@ -144,7 +144,7 @@ def _heap_peak(gc_log: pathlib.Path) -> int | None:
 def steady_ingest(spark, path: pathlib.Path) -> tuple[float, int, dict | None]:
     """The ingest alone: seconds, events, and what the scan reports (lines read, lines the workers kept, records
     that reached the driver, records collapsed) when the ingest provides it."""
-    from flink_runbooks.collect.ingest import ingest
+    from flink_runbooks.diagnose import ingest
 
     started = time.perf_counter()
     incident = ingest([str(path)], spark)

@@ -13,6 +13,7 @@ from typing import Sequence
 
 from flink_runbooks.parse import layouts
 from flink_runbooks.collect.scan import line_patterns
+from flink_runbooks.detectors import prefilter
 from flink_runbooks.parse.records import RecordAssembler
 
 _CLASS_ESCAPES = {"d": "0-9", "w": "[:alnum:]_", "s": "[:space:]"}
@@ -88,7 +89,7 @@ def _bracket(pattern: str, start: int) -> tuple[int, str]:
 
 def grep_patterns() -> list[str]:
     """The pre-filter of the pipeline as grep patterns: every kept-line pattern and WARN-or-worse."""
-    patterns = line_patterns()
+    patterns = line_patterns(prefilter())
     return [to_ere(patterns["kept"]), to_ere(patterns["warn"])]
 
 
@@ -120,7 +121,7 @@ def run_grep(files: Sequence[pathlib.Path]) -> tuple[float, int]:
 def python_reader(files: Sequence[pathlib.Path]) -> tuple[float, int]:
     """Single process, line by line, Python's ``re``: the same decisions and the same record assembly as the Spark
     workers. Returns (seconds, records)."""
-    patterns = line_patterns()
+    patterns = line_patterns(prefilter())
     header = re.compile(layouts.HEADER_JAVA)
     warn = re.compile(patterns["warn"])
     kept = re.compile(patterns["kept"])

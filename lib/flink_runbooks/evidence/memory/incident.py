@@ -18,12 +18,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from flink_runbooks.parse import keys
+from flink_runbooks.vocabulary import keys
 from flink_runbooks.evidence.memory import (MemoryConfigError, TaskManagerMemory, derive_taskmanager_memory, grow_pool,
                      parse_logged_breakdown)
 from flink_runbooks.evidence.deployment import deployment
 from flink_runbooks.model import Event, Evidence, Incident
-from flink_runbooks.parse.units import format_size, parse_memory_size
+from flink_runbooks.vocabulary.units import format_size, parse_memory_size
 
 MODEL_SINCE = (1, 10)  # FLIP-49; older TaskManagers have no process/flink size, managed or network fractions
 DEFAULT_SLOTS = 1

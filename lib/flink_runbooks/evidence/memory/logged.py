@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 from typing import Iterable
-from flink_runbooks.parse.units import format_size
+from flink_runbooks.vocabulary.units import format_size
 from flink_runbooks.evidence.memory.model import JobManagerMemory, POOLS, TaskManagerMemory
 
 # ---------------------------------------------------------------------------------------------------------------

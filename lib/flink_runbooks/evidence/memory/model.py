@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Mapping
-from flink_runbooks.parse.units import format_size
+from flink_runbooks.vocabulary.units import format_size
 from flink_runbooks.evidence.memory.options import (LONG_MAX, MIB, MemoryConfigError, _Config, _Option, _REMOVED_IN_2, _RangeFraction, _TmOptions, _fraction_text,
     _java_double_str, _multiply, _range_fraction, _size_how, _tm_options, _version, _with_fraction,
     _with_inverse_fraction, flink_human_size)

@@ -32,14 +32,14 @@ from dataclasses import dataclass, field
 from flink_runbooks.evidence.checkpoints import checkpoint_history
 from flink_runbooks.evidence.cluster import TASK_ON
 from flink_runbooks.parse.timestamps import seconds_between
-from flink_runbooks.evidence.episodes import GLOBAL_FAILURE, JOB_STATE, RECOVERY_SUPPRESSED, TASK_FAILED
 from flink_runbooks.evidence.memory import (MIB, JobManagerMemory, MemoryConfigError, TaskManagerMemory, derive_jobmanager_memory,
                      derive_taskmanager_memory, grow_pool)
 from flink_runbooks.evidence.memory.incident import (STATE_BACKEND_IN_LOG, deployment_of, effective_taskmanager_memory, model_applies,
                               user_memory_config)
 from flink_runbooks.model import ChainLink, Event, Incident
-from flink_runbooks.parse.units import format_size, parse_memory_size
-from flink_runbooks.evidence.job_states import JOB_FAILOVER, JOB_RUNNING, TASK_RUNNING  # noqa: F401 - JOB_RUNNING for the OOM detectors
+from flink_runbooks.vocabulary.units import format_size, parse_memory_size
+from flink_runbooks.vocabulary.lifecycle import (
+    GLOBAL_FAILURE, JOB_FAILOVER, JOB_RUNNING, JOB_STATE, RECOVERY_SUPPRESSED, TASK_FAILED, TASK_RUNNING)
 
 # A frame of user code: a job jar uploaded through the blob server, or any jar that is not Flink's own.
 USER_JAR_FRAME = r"\[blob_p-[0-9a-f]+-[0-9a-f]+:|~?\[(?!flink-|\?|na:|jrt:)[\w.+-]+\.jar:"

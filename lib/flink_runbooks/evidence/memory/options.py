@@ -7,7 +7,7 @@ import re
 import struct
 from dataclasses import dataclass
 from typing import Iterable, Mapping
-from flink_runbooks.parse.units import format_size, parse_memory_size
+from flink_runbooks.vocabulary.units import format_size, parse_memory_size
 
 
 LONG_MAX = (1 << 63) - 1

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import math
 from typing import Callable, Mapping
-from flink_runbooks.parse.units import parse_memory_size
+from flink_runbooks.vocabulary.units import parse_memory_size
 from flink_runbooks.evidence.memory.options import (DISTRO_PROCESS_SIZE, MIB, MemoryConfigError, USABLE_TASK_HEAP, _Config, _Option, _TmOptions, _clean,
     _fraction_value, _multiply, _size_value, _tm_options, _to_float32, _version)
 from flink_runbooks.evidence.memory.model import POOLS, _TmDerivation, _tm_config, derive_taskmanager_memory

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-Version = tuple[int, ...]
+from flink_runbooks.vocabulary.versions import FlinkVersion
+
+# What every function here takes: a FlinkVersion or a plain tuple such as (1, 20); only major and minor count.
+Version = FlinkVersion | tuple[int, ...]
 
 
 @dataclass(frozen=True)
