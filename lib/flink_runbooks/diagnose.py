@@ -71,26 +71,6 @@ def order_findings(findings: list[Finding]) -> None:
     findings[0].primary = True
 
 
-# What a runbook's judgement reads besides Flink's message, so a finding made from the message alone can say what
-# is unknown.
-_NEEDS = {
-    "checkpoint-declined-task-not-ready": "how many checkpoint triggers were aborted and whether the tasks were still "
-                                          "deploying or restoring (the JobManager log around the declines)",
-    "checkpoint-sync-phase-failure": "the operator whose snapshot failed and the deepest cause under it (the "
-                                     "TaskManager log of the failing task)",
-    "checkpoint-async-materialize-failure": "the storage error under the failed snapshot and whether checkpoints "
-                                            "kept failing (the TaskManager and JobManager logs)",
-    "checkpoint-expired": "the checkpoint timeout, the checkpoint history and the back pressure at the time",
-    "checkpoint-tolerable-failure-threshold": "which checkpoint failures counted against the threshold (the "
-                                              "JobManager log before it)",
-    "restart-strategy-exhausted": "the faults of the earlier attempts and the restart strategy in force",
-    "taskmanager-lost": "the log of the lost TaskManager and the JobManager's view of it",
-    "tm-heartbeat-timeout": "the TaskManager's log and GC log at the time of the timeout",
-    "no-resource-available": "the slots offered and requested (the JobManager and ResourceManager log)",
-}
-_DEFAULT_NEEDS = "the JobManager and TaskManager logs of the failure episode and the Flink configuration"
-
-
 def recognised_by_wording(incident: Incident, findings: list[Finding]) -> list[Finding]:
     """Turn ``unrecognised-failure`` into a low-confidence finding of the catalogued runbook whose Flink wording
     (:mod:`~flink_runbooks.vocabulary.wordings`) the first fault holds, when that runbook's own judgement could not
@@ -118,7 +98,7 @@ def recognised_by_wording(incident: Incident, findings: list[Finding]) -> list[F
 def _wording_finding(incident: Incident, event, wording, text: str) -> Finding:
     detector = get_detector(wording.runbook)
     declared = next((rc for rc in detector.root_causes if rc.slug == "undetermined"), None)
-    needs = _NEEDS.get(wording.runbook, _DEFAULT_NEEDS)
+    needs = detector.collect_next
     cause = declared or RootCause("undetermined", "Recognised from Flink's own message; the logs lack what tells "
                                                   "this runbook's causes apart.", next_evidence=needs)
     summary = (f"The logs hold Flink's own message for this failure ({text[:240].rstrip('.')}; "

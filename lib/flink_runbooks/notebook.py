@@ -79,7 +79,8 @@ class RunbookRun:
             parts.append(
                 f"<p><b>{'Primary finding' if f.primary else 'Finding'}: {_e(f.title)}</b><br>"
                 f"Root cause: <code>{_e(f.root_cause.slug)}</code> — {_e(f.root_cause.summary)} "
-                f"(confidence {f.confidence:.0%})</p><p>{_e(f.summary)}</p>")
+                f"(confidence {f.confidence:.0%})</p><p>{_e(f.summary)}</p>"
+                + (f"<p><b>What would change the verdict:</b> {_e(f.would_change)}</p>" if f.would_change else ""))
         others = [f for f in self.diagnosis.findings if f.runbook != self.slug]
         if others:
             items = "".join(f"<li><code>{_e(f.runbook)}</code>{' (primary)' if f.primary else ''}: "
@@ -144,10 +145,13 @@ class RunbookRun:
                  "lines": f.lines} for f in self.incident.inputs]
         return _table(rows)
 
-    def config(self, keys: Sequence[str]):
-        """Current values of the given keys and where each came from."""
+    def config(self, keys: Sequence[str] | None = None):
+        """Current values of the runbook's settings (``Detector.config_keys``, or the keys given) and where each came
+        from."""
+        from flink_runbooks.detectors import get_detector
+
         rows = []
-        for k in keys:
+        for k in keys if keys is not None else get_detector(self.slug).config_keys:
             v = self.incident.config.lookup(k)
             rows.append({"key": k, "value": v.value if v else "(not set: Flink default)",
                          "source": str(v.source) if v else ""})

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+import string
 from typing import ClassVar, Iterable
 
 from flink_runbooks.model import Event, Evidence, Finding, Incident, Patch, RootCause, earliest_ts
@@ -36,12 +37,39 @@ class Detector:
     # Flink's own wording of this failure per release range (parse.flink_messages): recognised in excerpts and in
     # failures no judgement could decide, kept by the pre-filter, each tested against its example line.
     wordings: ClassVar[tuple[Wording, ...]] = ()
+    # The runbook's sentences (verdicts, patch reasons, actions): templates whose {fields} detect() fills with what
+    # it measured, through say(). A template keyed by a cause's slug is that cause's verdict. The fields are checked
+    # when the class is defined and on every use, so the prose and the judgement cannot drift apart.
+    templates: ClassVar[dict[str, str]] = {}
+    # The settings the notebook shows with where each value came from (newest spelling; shown as the incident's).
+    config_keys: ClassVar[tuple[str, ...]] = ()
+    # What the judgement reads besides Flink's message: named when only the wording was found (an excerpt).
+    collect_next: ClassVar[str] = "the JobManager and TaskManager logs of the failure episode and the Flink configuration"
     # 0: a root cause; 1: a wrapper that reports another fault (e.g. the tolerable-failure threshold);
     # 2: an umbrella outcome (e.g. restarts exhausted). The primary finding prefers the lowest layer.
     layer: ClassVar[int] = 0
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name, template in cls.templates.items():
+            template_fields(f"{cls.__name__}.templates[{name!r}]", template)
+
     def detect(self, incident: Incident) -> list[Finding]:
         raise NotImplementedError
+
+    def say(self, name: str, **facts) -> str:
+        """The template ``name`` filled with ``facts``: exactly the fields it names, no more and no fewer."""
+        try:
+            template = self.templates[name]
+        except KeyError:
+            raise KeyError(f"{self.slug}: no template {name!r}") from None
+        wanted = template_fields(f"{self.slug}/{name}", template)
+        if wanted != facts.keys():
+            missing, unused = sorted(wanted - facts.keys()), sorted(facts.keys() - wanted)
+            raise ValueError(f"{self.slug}/{name}: " + "; ".join(
+                part for part in (f"missing {', '.join(missing)}" if missing else "",
+                                  f"not in the template: {', '.join(unused)}" if unused else "") if part))
+        return template.format(**facts)
 
     # helpers for subclasses -------------------------------------------------------------------------------------
 
@@ -92,9 +120,6 @@ class Detector:
         rc = self.cause(cause)
         would_change = would_change or self.would_change(cause)
         details = dict(details or {})
-        if would_change:
-            # also among the details, which every notebook and site page shows next to the verdict
-            details.setdefault("what would change the verdict", would_change)
         patches = list(patches)
         self.check_declared(cause, patches)
         if rc.next_evidence and rc.next_evidence not in summary:
@@ -144,6 +169,18 @@ class Detector:
     @staticmethod
     def ops_patch(key: str, reason: str, snippet: str | None = None) -> Patch:
         return Patch(target="ops", key=key, proposed=None, reason=reason, snippet=snippet)
+
+
+def template_fields(where: str, template: str) -> set[str]:
+    """The fields a template names; each must be a plain name (``{count}``, ``{size:,}``), not an expression."""
+    names = set()
+    for _, field, _, _ in string.Formatter().parse(template):
+        if field is None:
+            continue
+        if not field.isidentifier():
+            raise ValueError(f"{where}: field {{{field}}} is not a plain name")
+        names.add(field)
+    return names
 
 
 def signature(rx) -> str:

@@ -40,6 +40,15 @@ class CheckpointAsyncMaterializeFailure(Detector):
                          "org.apache.flink.runtime.checkpoint.CheckpointException")
     versions = "1.x, 2.x (fails the task up to 1.8; declines the checkpoint since 1.9, FLINK-11662)"
     layer = 1  # wraps a storage fault; hdfs-datanode-failure is the more specific runbook for datanode trouble
+    collect_next = ("the storage error under the failed snapshot and whether checkpoints kept failing (the "
+        "TaskManager and JobManager logs)")
+    config_keys = (
+        "execution.checkpointing.tolerable-failed-checkpoints",
+        "execution.checkpointing.dir",
+        "execution.checkpointing.interval",
+        "execution.checkpointing.timeout",
+        "state.backend.type",
+    )
     signatures = (
         r"Could not materialize checkpoint \d+",
         r"asynchronous part of checkpoint \d+ could not be completed",

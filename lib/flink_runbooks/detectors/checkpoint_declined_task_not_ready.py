@@ -37,6 +37,15 @@ class CheckpointDeclinedTaskNotReady(Detector):
     versions = ("1.x, 2.x ('was not running' declines up to 1.8, 'is not in state RUNNING but X instead' 1.9 – 1.13, "
                 "'is not being executed at the moment' since 1.14)")
     layer = 0
+    collect_next = ("how many checkpoint triggers were aborted and whether the tasks were still deploying or "
+        "restoring (the JobManager log around the declines)")
+    config_keys = (
+        "execution.checkpointing.interval",
+        "execution.checkpointing.checkpoints-after-tasks-finish",
+        "execution.state-recovery.from-local",
+        "execution.checkpointing.tolerable-failed-checkpoints",
+        "restart-strategy.type",
+    )
     signatures = (
         r"is not in state RUNNING but [A-Z_]+ instead",
         r"is not being executed at the moment",

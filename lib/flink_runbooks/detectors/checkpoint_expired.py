@@ -42,6 +42,17 @@ class CheckpointExpired(Detector):
     exception_classes = ("org.apache.flink.runtime.checkpoint.CheckpointException",)
     versions = "1.x, 2.x (expirations count against tolerable-failed-checkpoints since FLINK-17351)"
     layer = 0
+    collect_next = "the checkpoint timeout, the checkpoint history and the back pressure at the time"
+    config_keys = (
+        "execution.checkpointing.timeout",
+        "execution.checkpointing.interval",
+        "execution.checkpointing.min-pause",
+        "execution.checkpointing.unaligned.enabled",
+        "execution.checkpointing.aligned-checkpoint-timeout",
+        "execution.checkpointing.tolerable-failed-checkpoints",
+        "execution.checkpointing.incremental",
+        "state.backend.type",
+    )
     signatures = (
         r"expired before completing",
         r"Received late message for now expired checkpoint",

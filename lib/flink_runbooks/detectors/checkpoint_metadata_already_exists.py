@@ -57,6 +57,16 @@ class CheckpointMetadataAlreadyExists(Detector):
                          "java.nio.file.FileAlreadyExistsException", "org.apache.hadoop.fs.FileAlreadyExistsException")
     versions = "1.x, 2.x (the 'Target file ... already exists' wording since 1.16; older versions name the file system's exception)"
     layer = 0
+    config_keys = (
+        "execution.checkpointing.dir",
+        "execution.checkpointing.num-retained",
+        "execution.checkpointing.create-subdir",
+        "execution.checkpointing.externalized-checkpoint-retention",
+        "execution.state-recovery.path",
+        "execution.checkpointing.tolerable-failed-checkpoints",
+        "high-availability.cluster-id",
+        "kubernetes.cluster-id",
+    )
     signatures = (
         r"_metadata(?: for client \S+)? already exists",
         r"File already exists: \S*_metadata",

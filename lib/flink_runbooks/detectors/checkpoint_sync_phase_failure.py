@@ -54,6 +54,16 @@ class CheckpointSyncPhaseFailure(Detector):
     versions = ("1.x, 2.x ('Could not complete snapshot N' is a CheckpointException with 'Failure reason: "
                 "Checkpoint was declined.' since 1.10)")
     layer = 1  # wraps the fault underneath; datanode and RocksDB hard-link faults have more specific runbooks
+    collect_next = ("the operator whose snapshot failed and the deepest cause under it (the TaskManager log of the "
+        "failing task)")
+    config_keys = (
+        "execution.checkpointing.tolerable-failed-checkpoints",
+        "execution.checkpointing.interval",
+        "execution.checkpointing.dir",
+        "state.backend.type",
+        "state.backend.rocksdb.localdir",
+        "restart-strategy.type",
+    )
     signatures = (
         r"Could not perform checkpoint \d+ for operator",
         r"Could not complete snapshot \d+ for operator",

@@ -53,6 +53,14 @@ class CheckpointTolerableFailureThreshold(Detector):
     layer = 1
     # The threshold's own stack says which phase tripped it when nothing else in the excerpt does.
     frames = (r"CheckpointCoordinator\.finalizeCheckpoint",)
+    collect_next = "which checkpoint failures counted against the threshold (the JobManager log before it)"
+    config_keys = (
+        "execution.checkpointing.tolerable-failed-checkpoints",
+        "execution.checkpointing.interval",
+        "execution.checkpointing.min-pause",
+        "execution.checkpointing.timeout",
+        "execution.checkpointing.dir",
+    )
     signatures = (
         r"Exceeded checkpoint tolerable failure threshold",
         r"Failure to finalize checkpoint",

@@ -118,6 +118,12 @@ class ClassloadingConflict(Detector):
                          "java.lang.NoClassDefFoundError", "java.lang.NoSuchMethodError", "java.lang.NoSuchFieldError",
                          "java.lang.AbstractMethodError", "java.lang.LinkageError",
                          "org.apache.flink.streaming.runtime.tasks.StreamTaskException")
+    config_keys = (
+        "classloader.resolve-order",
+        "classloader.parent-first-patterns.additional",
+        "classloader.check-leaked-classloader",
+        "taskmanager.memory.jvm-metaspace.size",
+    )
     signatures = (
         r"cannot be cast to (?:class )?[\w$.]+",
         r"(?:NoClassDefFoundError|ClassNotFoundException|NoSuchMethodError|NoSuchFieldError|AbstractMethodError|"

@@ -42,6 +42,13 @@ class ConfigValueInvalid(Detector):
     versions = "1.10 – 2.x (config.yaml only since 2.0)"
     exception_classes = ("org.apache.flink.configuration.IllegalConfigurationException",
                          "java.lang.IllegalArgumentException")
+    config_keys = (
+        "heartbeat.timeout",
+        "execution.checkpointing.interval",
+        "execution.checkpointing.dir",
+        "restart-strategy.type",
+        "state.backend.type",
+    )
     signatures = (
         r"Could not parse value '[^']*' for key '[^']+'",
         r"Time interval unit label '[^']*' does not match|Memory size unit '[^']*' does not match",

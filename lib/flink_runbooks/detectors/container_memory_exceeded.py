@@ -33,6 +33,17 @@ class ContainerMemoryExceeded(Detector):
     exception_classes = ()
     versions = "1.10 – 2.x (the budget analysis uses the FLIP-49 model; the kill lines are the platform's)"
     layer = 0
+    config_keys = (
+        "taskmanager.memory.process.size",
+        "taskmanager.memory.jvm-overhead.min",
+        "taskmanager.memory.jvm-overhead.max",
+        "taskmanager.memory.jvm-overhead.fraction",
+        "taskmanager.memory.task.off-heap.size",
+        "state.backend.type",
+        "state.backend.rocksdb.memory.managed",
+        "state.backend.rocksdb.memory.fixed-per-slot",
+        "taskmanager.numberOfTaskSlots",
+    )
     signatures = (*KILL_SIGNATURES, *STATE_BACKEND_SIGNATURES, r"TaskExecutorProcessSpec \{")
     root_causes = (
         RootCause("yarn-virtual-memory-check",

@@ -67,6 +67,12 @@ class FilesystemSchemeUnsupported(Detector):
                 "1.10.3, 1.12.5, 1.17.2, 1.20.3 and 2.3.0)")
     exception_classes = ("org.apache.flink.core.fs.UnsupportedFileSystemSchemeException",
                          "org.apache.hadoop.fs.UnsupportedFileSystemException")
+    config_keys = (
+        "execution.checkpointing.dir",
+        "execution.checkpointing.savepoint-dir",
+        "high-availability.storageDir",
+        "fs.allowed-fallback-filesystems",
+    )
     signatures = (
         r"Could not find a file system implementation for scheme",
         r"UnsupportedFileSystemSchemeException|UnsupportedFileSystemException",

@@ -35,6 +35,13 @@ class HdfsDatanodeFailure(Detector):
     exception_classes = ("java.io.IOException", "org.apache.hadoop.ipc.RemoteException")
     versions = "1.x, 2.x with HDFS checkpoint storage (Hadoop 2.x and 3.x client wording)"
     layer = 0
+    config_keys = (
+        "flink.hadoop.dfs.client.block.write.replace-datanode-on-failure.policy",
+        "flink.hadoop.dfs.client.block.write.replace-datanode-on-failure.best-effort",
+        "execution.checkpointing.tolerable-failed-checkpoints",
+        "execution.checkpointing.dir",
+        "env.hadoop.conf.dir",
+    )
     signatures = (
         r"All datanodes .* are bad",
         r"Failed to replace a bad datanode",

@@ -42,6 +42,17 @@ class InsufficientNetworkBuffers(Detector):
     exception_classes = ("java.io.IOException",)
     versions = "1.5 – 2.x (taskmanager.network.memory.* keys up to 1.9, taskmanager.memory.network.* since 1.10)"
     layer = 0
+    config_keys = (
+        "taskmanager.memory.network.fraction",
+        "taskmanager.memory.network.min",
+        "taskmanager.memory.network.max",
+        "taskmanager.memory.segment-size",
+        "taskmanager.network.memory.buffers-per-channel",
+        "taskmanager.network.memory.floating-buffers-per-gate",
+        "taskmanager.memory.process.size",
+        "taskmanager.numberOfTaskSlots",
+        "parallelism.default",
+    )
     signatures = (
         r"Insufficient number of network buffers",
         r"Timeout triggered when requesting exclusive buffers",

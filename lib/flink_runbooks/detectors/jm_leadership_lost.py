@@ -36,6 +36,15 @@ class JmLeadershipLost(Detector):
     exception_classes = ("org.apache.flink.runtime.rpc.exceptions.FencingTokenException",
                          "org.apache.flink.kubernetes.shaded.io.fabric8.kubernetes.client.KubernetesClientException",
                          "org.apache.flink.shaded.zookeeper3.org.apache.zookeeper.KeeperException$SessionExpiredException")
+    config_keys = (
+        "high-availability.type",
+        "high-availability.zookeeper.client.session-timeout",
+        "high-availability.zookeeper.client.tolerate-suspended-connections",
+        "high-availability.kubernetes.leader-election.lease-duration",
+        "high-availability.kubernetes.leader-election.renew-deadline",
+        "high-availability.cluster-id",
+        "jobmanager.memory.process.size",
+    )
     signatures = ha.SIGNATURES + cluster.GC_SIGNATURES
     wordings = (
         Wording(SLUG, r"JobManager for job [0-9a-f]{32} with leader id [0-9a-f]{32} lost leadership",

@@ -114,6 +114,10 @@ class KafkaClientTimeout(Detector):
         "org.apache.kafka.common.errors.GroupAuthorizationException",
         "org.apache.kafka.common.errors.UnknownTopicOrPartitionException",
     )
+    config_keys = (
+        "restart-strategy.type",
+        "execution.checkpointing.interval",
+    )
     signatures = (
         signature(POSITION_TIMEOUT),
         r"not present in metadata after \d+ ms|Timeout expired while fetching topic metadata",

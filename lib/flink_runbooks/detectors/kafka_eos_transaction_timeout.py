@@ -51,6 +51,11 @@ class KafkaEosTransactionTimeout(Detector):
         "org.apache.kafka.common.errors.InvalidProducerEpochException",
     )
     frames = (r"org\.apache\.flink\.(?:connector\.kafka\.sink|streaming\.connectors\.kafka)\.",)
+    config_keys = (
+        "execution.checkpointing.interval",
+        "execution.checkpointing.timeout",
+        "execution.checkpointing.externalized-checkpoint-retention",
+    )
     signatures = (
         signature(TIMEOUT_ABOVE_MAX),
         signature(FENCED),

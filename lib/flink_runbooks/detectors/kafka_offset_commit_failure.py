@@ -63,6 +63,11 @@ class KafkaOffsetCommitFailure(Detector):
     )
     versions = "1.12 – 2.x (KafkaSource); legacy FlinkKafkaConsumer up to 1.17"
     layer = 0
+    config_keys = (
+        "execution.checkpointing.interval",
+        "parallelism.default",
+        "execution.checkpointing.timeout",
+    )
     signatures = (
         r"commit consumer offsets for\s+checkpoint",
         r"Async Kafka commit failed|failed async Kafka commit|Committing offsets to Kafka failed",

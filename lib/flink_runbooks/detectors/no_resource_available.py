@@ -38,6 +38,15 @@ class NoResourceAvailable(Detector):
     exception_classes = ("org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException",)
     versions = "1.5 – 2.x (wording per scheduler generation: ≤1.9 legacy, 1.10–1.12 bulk, 1.13+ declarative/adaptive)"
     layer = 1
+    collect_next = "the slots offered and requested (the JobManager and ResourceManager log)"
+    config_keys = (
+        "parallelism.default",
+        "taskmanager.numberOfTaskSlots",
+        "slot.request.timeout",
+        "jobmanager.scheduler",
+        "jobmanager.adaptive-scheduler.resource-wait-timeout",
+        "taskmanager.memory.process.size",
+    )
     signatures = (
         r"NoResourceAvailableException",
         r"Could not acquire the minimum required resources",

@@ -29,12 +29,12 @@ ALLOCATOR_FRAME = re.compile(r"\.(?:allocate\w*|newChunk|newDirectBuffer|directB
 MAX_DIRECT_FLAG = re.compile(r"-XX:MaxDirectMemorySize=\S+")
 JVM_OPTS_KEYS = ("env.java.opts.taskmanager", "env.java.opts.all", "env.java.opts")
 
-
 # Flink's enriched OutOfMemoryError message (TaskManager, 1.12+).
 TM_DIRECT_MESSAGE = ("java.lang.OutOfMemoryError: Direct buffer memory. The direct out-of-memory error has occurred. This can "
                      "mean two things: either job(s) require(s) a larger size of JVM direct memory or there is a direct memory "
                      "leak. The direct memory can be allocated by user code or some of its dependencies. In this case "
                      "'taskmanager.memory.task.off-heap.size' configuration option should be increased.")
+
 
 class OomDirectMemory(Detector):
     slug = "oom-direct-memory"
@@ -45,6 +45,15 @@ class OomDirectMemory(Detector):
     exception_classes = ("java.lang.OutOfMemoryError",)
     versions = "1.10 – 2.x (Flink appends its explanation naming task.off-heap.size and framework.off-heap.size)"
     layer = 0
+    config_keys = (
+        "taskmanager.memory.process.size",
+        "taskmanager.memory.task.off-heap.size",
+        "taskmanager.memory.framework.off-heap.size",
+        "taskmanager.memory.network.fraction",
+        "taskmanager.numberOfTaskSlots",
+        "taskmanager.jvm-exit-on-oom",
+        "env.java.opts.taskmanager",
+    )
     signatures = (
         r"OutOfMemoryError: (?:Direct buffer memory|Cannot reserve \d+ bytes of direct buffer memory|"
         r"Could not allocate enough memory segments for NetworkBufferPool)",

@@ -46,6 +46,16 @@ class OomJavaHeap(Detector):
     exception_classes = ("java.lang.OutOfMemoryError",)
     versions = "1.10 – 2.x (the JobManager's own heap OOM carries Flink's hint about jobmanager.memory.heap.size)"
     layer = 0
+    config_keys = (
+        "taskmanager.memory.process.size",
+        "taskmanager.memory.task.heap.size",
+        "taskmanager.memory.managed.fraction",
+        "taskmanager.numberOfTaskSlots",
+        "state.backend.type",
+        "jobmanager.memory.process.size",
+        "execution.checkpointing.storage",
+        "env.java.opts.taskmanager",
+    )
     signatures = (
         r"OutOfMemoryError: (?:Java heap space|GC overhead limit exceeded|Requested array size exceeds VM limit)",
         r"Checkpoint storage is set to",

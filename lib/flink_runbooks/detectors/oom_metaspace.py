@@ -15,11 +15,11 @@ from flink_runbooks.vocabulary.wordings import Wording
 RESTART_LOOP = 3  # restarts before the OOM from which the restarts, not the job's size, explain it
 CLOSED_CLASSLOADER = re.compile(r"Trying to access closed classloader")
 
-
 # Flink's enriched OutOfMemoryError message (TaskManager, 1.12+).
 TM_METASPACE_MESSAGE = ("java.lang.OutOfMemoryError: Metaspace. The metaspace out-of-memory error has occurred. This can mean two "
                         "things: either the job requires a larger size of JVM metaspace to load classes or there is a class loading "
                         "leak. In the first case 'taskmanager.memory.jvm-metaspace.size' configuration option should be increased.")
+
 
 class OomMetaspace(Detector):
     slug = "oom-metaspace"
@@ -31,6 +31,14 @@ class OomMetaspace(Detector):
     versions = "1.10 – 2.x (Flink appends a hint about taskmanager.memory.jvm-metaspace.size; default 256m since "\
                "1.10.1, 96m in 1.10.0)"
     layer = 0
+    config_keys = (
+        "taskmanager.memory.jvm-metaspace.size",
+        "taskmanager.memory.process.size",
+        "jobmanager.memory.jvm-metaspace.size",
+        "classloader.resolve-order",
+        "classloader.check-leaked-classloader",
+        "classloader.fail-on-metaspace-oom-error",
+    )
     signatures = (
         r"OutOfMemoryError: (?:Metaspace|Compressed class space)",
         r"Trying to access closed classloader",
@@ -74,6 +82,33 @@ class OomMetaspace(Detector):
                 "1.10 – 2.x", "TaskManagerExceptionUtils.TM_METASPACE_OOM_ERROR_MESSAGE", TM_METASPACE_MESSAGE),
     )
 
+    templates = {
+        "head": "The {role}'s metaspace ({metaspace}, {source}) ran out {occurrences} time(s){fatal}. ",
+        "fatal": " and took the process down",
+        "classloader-leak": "{told}: class loaders of earlier jobs or attempts stay in the metaspace. More metaspace "
+                            "only delays the next OOM; the leak must go.",
+        "submissions": "{count} job submissions reached this cluster by then{names}",
+        "closed warnings": "{count} 'Trying to access closed classloader' warning(s) were logged",
+        "restart-loop-leak": "The job restarted {restarts} time(s) before it{first_fault}; each attempt loads the job's "
+                             "classes again and some are never unloaded. Fix what makes it restart.",
+        "metaspace-too-small": "It came on the job's first attempt, without earlier submissions or restarts: the job "
+                               "needs more metaspace than configured.",
+        "undetermined": "Root cause undetermined: the logs do not reach back to the job's start, so a class-loader "
+                        "leak over earlier submissions or restarts cannot be told from a metaspace that is too small.",
+        "grow": "{factor:g}x the metaspace ({before} → {after}); the other pools keep their size (model-checked).{stopgap}",
+        "stopgap": " A stopgap: a leak fills any size, but it buys time between failures.",
+        "stop the leak": "Put the libraries that register themselves globally (JDBC drivers, Hadoop, connectors with "
+                         "static caches or threads) into Flink's lib/ (loaded once, by the parent class loader) and "
+                         "mark them 'provided' in the job jar; or run each job in application mode, so its JobManager "
+                         "and TaskManagers end with it. Do not set classloader.check-leaked-classloader: false to "
+                         "silence 'Trying to access closed classloader': that is only for benign cases (a Hadoop "
+                         "shutdown hook after the job ended), it hides the leak without freeing anything.",
+        "fix the restarts": "Each restart loads the job's classes into a new class loader; what keeps the old ones "
+                            "alive grows the metaspace until it breaks. Fix the failure that keeps restarting the "
+                            "job{first_fault}, then the leak (libraries to lib/, close clients and threads in "
+                            "close()).",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         found = oom.occurrences(incident, "metaspace")
         if not found:
@@ -94,30 +129,23 @@ class OomMetaspace(Detector):
             cause = "undetermined"
         jm = first.process == "jobmanager"
         metaspace, source = self._metaspace(incident, jm)
-        role = "JobManager" if jm else "TaskManager"
-        summary = (f"The {role}'s metaspace ({oom.mib_text(metaspace)}, {source}) ran out {len(found)} time(s)"
-                   f"{' and took the process down' if first.fatal else ''}. ")
         first_fault = self._first_fault(incident, restarts)
+        summary = self.say("head", role="JobManager" if jm else "TaskManager", metaspace=oom.mib_text(metaspace),
+                           source=source, occurrences=len(found), fatal=self.say("fatal") if first.fatal else "")
         if cause == "classloader-leak":
             names = sorted({name for _, _, name in submissions if name})
             told = []
             if len(submissions) > 1:
-                told.append(f"{len(submissions)} job submissions reached this cluster by then"
-                            + (f" ({', '.join(names[:3])})" if names else ""))
+                told.append(self.say("submissions", count=len(submissions),
+                                     names=f" ({', '.join(names[:3])})" if names else ""))
             if closed:
-                told.append(f"{len(closed)} 'Trying to access closed classloader' warning(s) were logged")
-            summary += (" and ".join(told).capitalize() + ": class loaders of earlier jobs or attempts stay in the "
-                        "metaspace. More metaspace only delays the next OOM; the leak must go.")
+                told.append(self.say("closed warnings", count=len(closed)))
+            summary += self.say(cause, told=" and ".join(told).capitalize())
         elif cause == "restart-loop-leak":
-            summary += (f"The job restarted {len(restarts)} time(s) before it"
-                        f"{f' (first fault: {first_fault})' if first_fault else ''}; each attempt loads the job's "
-                        f"classes again and some are never unloaded. Fix what makes it restart.")
-        elif self._start_seen(incident, first):
-            summary += ("It came on the job's first attempt, without earlier submissions or restarts: the job needs "
-                        "more metaspace than configured.")
+            summary += self.say(cause, restarts=len(restarts),
+                                first_fault=f" (first fault: {first_fault})" if first_fault else "")
         else:
-            summary += ("Root cause undetermined: the logs do not reach back to the job's start, so a class-loader "
-                        "leak over earlier submissions or restarts cannot be told from a metaspace that is too small.")
+            summary += self.say(cause)
         evidence: list[Event] = [first.event]
         notes = {0: "the metaspace OOM" + (" (fatal: the process shuts down)" if first.fatal else "")}
         if cause == "classloader-leak":
@@ -184,30 +212,19 @@ class OomMetaspace(Detector):
         patches = self._grow(incident, jm, metaspace, factor, stopgap=cause != "metaspace-too-small")
         if cause == "classloader-leak":
             patches.append(self.ops_patch(
-                "stop the class-loader leak",
-                "Put the libraries that register themselves globally (JDBC drivers, Hadoop, connectors with static "
-                "caches or threads) into Flink's lib/ (loaded once, by the parent class loader) and mark them "
-                "'provided' in the job jar; or run each job in application mode, so its JobManager and TaskManagers "
-                "end with it. Do not set classloader.check-leaked-classloader: false to silence 'Trying to access "
-                "closed classloader': that is only for benign cases (a Hadoop shutdown hook after the job ended), "
-                "it hides the leak without freeing anything.",
+                "stop the class-loader leak", self.say("stop the leak"),
                 "ls $FLINK_HOME/lib   # shared drivers belong here\n"
                 "jcmd <pid> VM.classloader_stats   # many loaders of the same job jar = the leak\n"
                 "jcmd <pid> GC.class_histogram | grep -c ChildFirstClassLoader"))
         elif cause == "restart-loop-leak":
             patches.append(self.ops_patch(
-                "fix the restarts",
-                "Each restart loads the job's classes into a new class loader; what keeps the old ones alive grows "
-                "the metaspace until it breaks. Fix the failure that keeps restarting the job"
-                + (f" ({first_fault})" if first_fault else "")
-                + ", then the leak (libraries to lib/, close clients and threads in close())."))
+                "fix the restarts", self.say("fix the restarts", first_fault=f" ({first_fault})" if first_fault else "")))
         return patches
 
     def _grow(self, incident: Incident, jm: bool, metaspace: int | None, factor: float,
               stopgap: bool) -> list[Patch]:
-        why = (f"{factor:g}x the metaspace ({oom.mib_text(metaspace)} → "
-               f"{oom.mib_text(int((metaspace or 0) * factor))}); the other pools keep their size (model-checked)."
-               + (" A stopgap: a leak fills any size, but it buys time between failures." if stopgap else ""))
+        why = self.say("grow", factor=factor, before=oom.mib_text(metaspace),
+                       after=oom.mib_text(int((metaspace or 0) * factor)), stopgap=self.say("stopgap") if stopgap else "")
         try:
             if jm:
                 changes = oom.grow_jobmanager_pool(incident, "metaspace", factor)

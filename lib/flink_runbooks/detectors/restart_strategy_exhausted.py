@@ -31,6 +31,16 @@ class RestartStrategyExhausted(Detector):
     exception_classes = ("org.apache.flink.runtime.JobException",)
     versions = "1.10 – 2.x (RestartBackoffTimeStrategy names since 1.10; exponential-delay the default since 1.19)"
     layer = 2
+    collect_next = "the faults of the earlier attempts and the restart strategy in force"
+    config_keys = (
+        "restart-strategy.type",
+        "restart-strategy.fixed-delay.attempts",
+        "restart-strategy.fixed-delay.delay",
+        "restart-strategy.failure-rate.max-failures-per-interval",
+        "restart-strategy.exponential-delay.max-backoff",
+        "execution.checkpointing.interval",
+        "execution.checkpointing.externalized-checkpoint-retention",
+    )
     signatures = (
         r"Recovery is suppressed by \w+",
         r"Using restart back ?off time strategy",

@@ -31,6 +31,13 @@ class RocksDBHardlinkNotSupported(Detector):
     exception_classes = ("org.rocksdb.RocksDBException",)
     versions = "1.8 – 2.x"
     layer = 0
+    config_keys = (
+        "state.backend.rocksdb.localdir",
+        "io.tmp.dirs",
+        "execution.checkpointing.dir",
+        "execution.checkpointing.incremental",
+        "state.backend.type",
+    )
     signatures = (
         r"[Ww]hile link file to ",
         r"Could not complete snapshot \d+ for operator",

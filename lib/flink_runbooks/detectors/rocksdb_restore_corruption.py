@@ -37,6 +37,14 @@ class RocksDBRestoreCorruption(Detector):
                          "org.apache.flink.util.FlinkException")
     versions = "1.8 – 2.x (wording of the RocksDB message depends on the bundled RocksDB)"
     layer = 0
+    config_keys = (
+        "execution.state-recovery.from-local",
+        "execution.checkpointing.local-backup.dirs",
+        "execution.checkpointing.num-retained",
+        "execution.checkpointing.incremental",
+        "state.backend.rocksdb.localdir",
+        "execution.checkpointing.dir",
+    )
     signatures = (
         r"Bad table magic number|[Bb]lock checksum mismatch|bad checksum type|Sst file size mismatch|"
         r"truncated block read",

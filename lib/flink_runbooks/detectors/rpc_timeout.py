@@ -57,6 +57,14 @@ class RpcTimeout(Detector):
                          "org.apache.pekko.remote.OversizedPayloadException", "akka.remote.OversizedPayloadException",
                          "org.apache.flink.runtime.rpc.exceptions.RecipientUnreachableException",
                          "org.apache.flink.runtime.rpc.exceptions.RpcTimeoutException")
+    config_keys = (
+        "pekko.framesize",
+        "pekko.ask.timeout",
+        "blob.offload.minsize",
+        "client.timeout",
+        "jobmanager.memory.process.size",
+        "heartbeat.timeout",
+    )
     signatures = (
         r"Discarding oversized payload sent to",
         r"The rpc invocation size \d+ exceeds the maximum",

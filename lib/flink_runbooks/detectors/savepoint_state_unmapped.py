@@ -46,6 +46,11 @@ class SavepointStateUnmapped(Detector):
     # JobInitializationException wraps any failure of a JobMaster's start: not evidence for this runbook alone.
     exception_classes = ("java.lang.IllegalStateException",)
     versions = "1.9 – 2.x (same wording in 1.9.3, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)"
+    config_keys = (
+        "execution.state-recovery.ignore-unclaimed-state",
+        "execution.state-recovery.path",
+        "execution.state-recovery.claim-mode",
+    )
     signatures = (
         r"Cannot map checkpoint/savepoint state for operator [0-9a-f]{32} to the new program",
         r"Starting job [0-9a-f]{32} from savepoint ",

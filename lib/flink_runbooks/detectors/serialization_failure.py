@@ -80,6 +80,12 @@ class SerializationFailure(Detector):
                          "com.esotericsoftware.kryo.KryoException",
                          "org.apache.flink.api.common.InvalidProgramException", "java.io.NotSerializableException",
                          "org.apache.avro.AvroRuntimeException")
+    config_keys = (
+        "pipeline.generic-types",
+        "env.java.opts.all",
+        "env.java.opts.taskmanager",
+        "env.java.opts.client",
+    )
     signatures = (
         r"Generic types have been disabled in the ExecutionConfig and type .* is treated as a generic type",
         r"accessible: module [\w.]+ does not \"opens [\w.]+\" to unnamed module",

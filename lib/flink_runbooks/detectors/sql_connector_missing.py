@@ -67,6 +67,10 @@ class SqlConnectorMissing(Detector):
     # ValidationException is every planning error's class (unsupported options, unknown columns...): the runbook is
     # about Flink's factory-discovery wording, not that class.
     exception_classes = ()
+    config_keys = (
+        "pipeline.jars",
+        "execution.target",
+    )
     signatures = (
         r"Could not find any factory for identifier '[^']*' that implements",
         r"Available factory identifiers are:",

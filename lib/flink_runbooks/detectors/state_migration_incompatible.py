@@ -56,6 +56,11 @@ class StateMigrationIncompatible(Detector):
     exception_classes = ("org.apache.flink.util.StateMigrationException",
                          "org.apache.flink.runtime.state.BackendBuildingException")
     versions = "1.9 – 2.x (serializers named in the message since 1.13)"
+    config_keys = (
+        "pipeline.generic-types",
+        "state.backend.type",
+        "execution.state-recovery.path",
+    )
     signatures = (
         r"StateMigrationException",
         r"NoSuchMethodException: [\w.$]+\.<init>\(\)",

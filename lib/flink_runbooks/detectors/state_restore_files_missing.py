@@ -63,6 +63,14 @@ class StateRestoreFilesMissing(Detector):
                "_metadata): the directory is not shared by all hosts, or the files were deleted.")
     exception_classes = ("java.io.FileNotFoundException", "org.apache.flink.util.FlinkException")
     versions = "1.9 – 2.x"
+    config_keys = (
+        "execution.checkpointing.dir",
+        "execution.checkpointing.savepoint-dir",
+        "execution.checkpointing.num-retained",
+        "execution.checkpointing.incremental",
+        "execution.state-recovery.claim-mode",
+        "execution.state-recovery.path",
+    )
     signatures = (
         r"Cannot find meta data file '_metadata' in directory",
         r"Cannot find checkpoint or savepoint file/directory",

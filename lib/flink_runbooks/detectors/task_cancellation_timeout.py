@@ -98,6 +98,11 @@ class TaskCancellationTimeout(Detector):
                "task.cancellation.timeout, so Flink declared a fatal error and the whole TaskManager JVM exited.")
     versions = "1.3 – 2.x (the watchdog and its message unchanged; the stuck-thread warning reworded in 1.13)"
     exception_classes = ("org.apache.flink.util.FlinkRuntimeException",)
+    config_keys = (
+        "task.cancellation.timeout",
+        "task.cancellation.interval",
+        "restart-strategy.type",
+    )
     signatures = (
         r"did not react to cancelling signal",
         r"Task did not exit gracefully within \d+ \+ seconds",

@@ -35,6 +35,15 @@ class TaskManagerLost(Detector):
     )
     versions = "1.5 – 2.x (the peer message names the lost TaskManager's resource id since 1.15/1.16)"
     layer = 1
+    collect_next = "the log of the lost TaskManager and the JobManager's view of it"
+    config_keys = (
+        "restart-strategy.type",
+        "restart-strategy.fixed-delay.attempts",
+        "restart-strategy.fixed-delay.delay",
+        "heartbeat.timeout",
+        "taskmanager.memory.process.size",
+        "taskmanager.memory.jvm-overhead.min",
+    )
     signatures = cluster.LOSS_SIGNATURES + (
         r"Using restart back ?off time strategy",
         r"The TaskExecutor is shutting down",

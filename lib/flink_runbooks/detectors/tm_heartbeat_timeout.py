@@ -30,6 +30,14 @@ class TmHeartbeatTimeout(Detector):
     exception_classes = ("java.util.concurrent.TimeoutException", "org.apache.flink.runtime.jobmaster.JobMasterException")
     versions = "1.5 – 2.x (akka before 1.18, pekko since; Duration-typed heartbeat options since 1.20)"
     layer = 0
+    collect_next = "the TaskManager's log and GC log at the time of the timeout"
+    config_keys = (
+        "heartbeat.timeout",
+        "heartbeat.interval",
+        "pekko.ask.timeout",
+        "taskmanager.memory.process.size",
+        "jobmanager.memory.process.size",
+    )
     signatures = cluster.LOSS_SIGNATURES + cluster.GC_SIGNATURES + (
         r"dropping message .* for non-local recipient",
         r"has quarantined this system",

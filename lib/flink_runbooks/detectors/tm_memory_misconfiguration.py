@@ -63,6 +63,20 @@ class TmMemoryMisconfiguration(Detector):
     exception_classes = ("org.apache.flink.configuration.IllegalConfigurationException",)
     versions = "1.10 – 2.x (FLIP-49 memory model; the legacy taskmanager.heap.size is gone in 2.0)"
     layer = 0
+    config_keys = (
+        "taskmanager.memory.process.size",
+        "taskmanager.memory.flink.size",
+        "taskmanager.memory.managed.fraction",
+        "taskmanager.memory.network.fraction",
+        "taskmanager.memory.network.min",
+        "taskmanager.memory.network.max",
+        "taskmanager.memory.jvm-overhead.fraction",
+        "taskmanager.memory.task.heap.size",
+        "taskmanager.memory.managed.size",
+        "state.backend.rocksdb.memory.managed",
+        "state.backend.rocksdb.memory.fixed-per-slot",
+        "taskmanager.numberOfTaskSlots",
+    )
     signatures = (
         r"(?:TaskManager|JobManager) memory configuration failed",
         r"Sum of configured .*exceed configured Total (?:Flink|Process) Memory",

@@ -48,6 +48,13 @@ class TmRegistrationTimeout(Detector):
                "after taskmanager.registration.timeout (RegistrationTimeoutException); it never offered its slots.")
     versions = "1.5 – 2.x (akka.tcp:// addresses up to 1.17, pekko.tcp:// since 1.18)"
     exception_classes = ("org.apache.flink.runtime.taskexecutor.exceptions.RegistrationTimeoutException",)
+    config_keys = (
+        "jobmanager.rpc.address",
+        "jobmanager.rpc.port",
+        "jobmanager.bind-host",
+        "taskmanager.registration.timeout",
+        "high-availability.type",
+    )
     signatures = rpc.SIGNATURES + (r"RegistrationTimeoutException",)
     wordings = (
         Wording(SLUG, r"Could not register at the ResourceManager within the specified maximum registration duration \d+ ms",

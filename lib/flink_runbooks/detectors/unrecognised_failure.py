@@ -59,6 +59,13 @@ class UnrecognisedFailure(Detector):
     versions = "1.3 – 2.x"
     layer = 3
     exception_classes = ()
+    config_keys = (
+        "restart-strategy.type",
+        "restart-strategy",
+        "restart-strategy.fixed-delay.attempts",
+        "restart-strategy.exponential-delay.max-backoff",
+        "jobmanager.execution.failover-strategy",
+    )
     signatures = (
         r"FatalExitExceptionHandler|produced an uncaught exception|Fatal error occurred in",
         r"The program finished with the following exception|Job execution failed",

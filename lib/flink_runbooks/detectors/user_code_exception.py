@@ -76,6 +76,12 @@ class UserCodeException(Detector):
                          "java.lang.IllegalArgumentException", "java.lang.IllegalStateException")
     # Failures are found from the job's state changes and the frames of the job's own code, which the pre-filter
     # keeps for every failure; these lines add the restore and the fault's usual messages.
+    config_keys = (
+        "restart-strategy.type",
+        "restart-strategy.fixed-delay.attempts",
+        "restart-strategy.fixed-delay.delay",
+        "execution.checkpointing.interval",
+    )
     signatures = (
         r"Restoring job \w+ from",
         r"(?:NullPointerException|NumberFormatException|ArithmeticException|IndexOutOfBoundsException|"

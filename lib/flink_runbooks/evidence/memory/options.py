@@ -8,6 +8,7 @@ import struct
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 from flink_runbooks.vocabulary.units import format_size, parse_memory_size
+from flink_runbooks.vocabulary.versions import FlinkVersion
 
 
 LONG_MAX = (1 << 63) - 1
@@ -184,15 +185,13 @@ def _memory_size_to_string(num_bytes: int) -> str:
     return f"{num_bytes} bytes"
 
 
-def _version(version) -> tuple[int, ...]:
-    if version is None:
-        return DEFAULT_VERSION
-    if isinstance(version, str):
-        version = tuple(int(p) for p in re.findall(r"\d+", version)[:3])
-    version = tuple(version)
-    if version < (1, 10):
-        raise ValueError(f"Flink {'.'.join(map(str, version))} predates the FLIP-49 memory model (1.10)")
-    return version
+def _version(version) -> FlinkVersion:
+    parsed = FlinkVersion.parse(version)
+    if parsed is None:
+        return FlinkVersion(DEFAULT_VERSION)
+    if parsed < (1, 10):
+        raise ValueError(f"Flink {parsed} predates the FLIP-49 memory model (1.10)")
+    return parsed
 
 
 @dataclass(frozen=True)
