@@ -27,10 +27,10 @@ lint: setup
 # Every generated file from its source: the README's runbook table, the decision table, the golden pins and the
 # accuracy table (tests fail when a committed one is stale).
 regen: setup
-	$(BIN)/python -m flink_runbooks.catalogue --readme
+	$(BIN)/python -m flink_runbooks.catalogue --write
 	$(BIN)/python -m flink_runbooks.render.decision_table --write
-	$(BIN)/python tests/test_golden.py --update
-	$(BIN)/python tests/test_accuracy.py
+	PYTHONPATH=tests $(BIN)/python tests/incidents/test_golden.py --update
+	PYTHONPATH=tests $(BIN)/python tests/incidents/test_accuracy.py
 
 # Generated bundles of 100 MB, 1 GB and 10 GB in two shapes, healthy and crash-looping (cached in build/bench);
 # figures to build/bench/results.md. SIZES=100MB,1GB and SHAPES=crashloop narrow it.

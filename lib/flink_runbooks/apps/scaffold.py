@@ -1,7 +1,7 @@
-"""``flink-runbooks new-runbook SLUG``: the four parts of a new runbook, from templates.
+"""``flink-runbooks new-runbook SLUG``: the parts of a new runbook, from templates.
 
-The parts are the ones :mod:`flink_runbooks.catalogue` knows: a detector module, a notebook, an example incident
-and a test file. The detector raises until it is written and the example incident expects a finding, so the
+The parts are the ones :mod:`flink_runbooks.catalogue` knows: a detector module (the runbook's declaration and its
+judgement), a notebook, an example incident with the README that lists the examples, and a test file. The detector raises until it is written and the example incident expects a finding, so the
 catalogue's tests fail until the judgement is filled in; nothing existing is ever overwritten.
 """
 from __future__ import annotations
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.model import Finding, Incident, RootCause
+from flink_runbooks.vocabulary.wordings import Wording  # noqa: F401 - for the wordings below
 
 
 class {cls}(Detector):
@@ -39,11 +40,22 @@ class {cls}(Detector):
     meaning = "TODO: one line, what the exception means"
     # Line regexes in every Flink version's wording (they also feed the Spark pre-filter).
     signatures = ()
+    # Flink's own message per release range, each with an example line as that release prints it, e.g.
+    # Wording("{slug}", r"regex", "1.15 – 2.x", "the class that throws it", "the line as logged")
+    wordings = ()
     exception_classes = ()
+    # The settings the notebook shows, and what to collect when only Flink's message was found.
+    config_keys = ()
+    collect_next = "TODO: which log, setting or command tells this runbook's causes apart"
     root_causes = (
         RootCause("undetermined", "The evidence does not tell the causes apart.",
                   "TODO: what to collect next (which log, which setting, which command)"),
     )
+    # Every sentence a user reads, with the {{fields}} detect() fills through self.say(name, **facts); a template
+    # named after a root cause is that cause's verdict.
+    templates = {{
+        "undetermined": "TODO: the verdict when the evidence does not tell the causes apart ({{what}}).",
+    }}
 
     def detect(self, incident: Incident) -> list[Finding]:
         raise NotImplementedError("{slug}: the judgement is not written yet")
@@ -53,7 +65,7 @@ TEST = '''\
 """Detector {slug}: {title}."""
 from __future__ import annotations
 
-from conftest import example
+from corpus import example
 from flink_runbooks.diagnose import ingest
 from flink_runbooks.diagnose import run_detectors
 
@@ -67,6 +79,17 @@ def test_example_incident_gives_its_root_cause(spark):
     assert diagnosis.primary is not None and diagnosis.primary.runbook == SLUG
     # TODO: assert the root cause, the evidence lines and the patches a user would act on.
 '''
+
+EXAMPLES_README = """\
+# Example incidents of `{slug}`
+
+TODO: where the logs come from (genuine, recorded with a real Flink, or written to a release's exact wording) and
+what the examples tell apart.
+
+<!-- example table: generated from each expected.json by `make regen` -->
+
+<!-- end of example table -->
+"""
 
 EXPECTED = {
     "description": "TODO: what happened, in one or two sentences.",
@@ -96,6 +119,8 @@ def notebook(slug: str, title: str, incident: str) -> nbformat.NotebookNode:
         md("## Diagnosis\n\nWhat the runbook checks, in order (commands to run by hand in brackets):\n1. TODO"),
         md("The verdict for this incident:"), code("run.summary()"),
         md("The evidence behind it (file and line in the incident's logs):"), code("run.evidence()"),
+        md("What the runbook measured:"), code("run.details()"),
+        md("The settings involved, and where each value came from:"), code("run.config()"),
         md("Warnings, errors and failures over time; the black diamonds are this runbook's evidence:"),
         code("nb.event_timeline(run)"),
         md("## Mitigation\n\nTODO: per root cause, what to do.\n\nProposed changes (proposals only; your files are "
@@ -110,7 +135,7 @@ def notebook(slug: str, title: str, incident: str) -> nbformat.NotebookNode:
 
 def new_runbook(slug: str, title: str, category: str, *, incident: str = "example",
                 root: pathlib.Path = PROJECT_ROOT) -> list[pathlib.Path]:
-    """Create the four parts of runbook ``slug``; return the files written."""
+    """Create the parts of runbook ``slug``; return the files written."""
     if not SLUG.match(slug):
         raise ScaffoldError(f"{slug!r} is not a runbook slug: lowercase words joined by '-', e.g. 'sql-connector-missing'")
     known = [c for c, _ in CATEGORIES]
@@ -121,8 +146,9 @@ def new_runbook(slug: str, title: str, category: str, *, incident: str = "exampl
     files = {
         root / "lib" / "flink_runbooks" / "detectors" / f"{module}.py":
             DETECTOR.format(slug=slug, title=title, category=category, cls=cls),
-        root / "tests" / f"test_{module}.py": TEST.format(slug=slug, title=title, incident=incident),
+        root / "tests" / "runbooks" / f"test_{module}.py": TEST.format(slug=slug, title=title, incident=incident),
         root / "data" / slug / incident / "expected.json": json.dumps(EXPECTED, indent=1).replace("{slug}", slug) + "\n",
+        root / "data" / slug / "README.md": EXAMPLES_README.format(slug=slug),
         root / "runbooks" / f"{slug}.ipynb": nbformat.writes(notebook(slug, title, incident)) + "\n",
     }
     existing = [str(p.relative_to(root)) for p in files if p.exists()]

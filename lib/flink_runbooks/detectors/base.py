@@ -34,7 +34,7 @@ class Detector:
     root_causes: ClassVar[tuple[RootCause, ...]] = ()
     versions: ClassVar[str] = "1.x, 2.x"
     exception_classes: ClassVar[tuple[str, ...]] = ()  # the exception classes the runbook is about (for search)
-    # Flink's own wording of this failure per release range (parse.flink_messages): recognised in excerpts and in
+    # Flink's own wording of this failure per release range (vocabulary.wordings): recognised in excerpts and in
     # failures no judgement could decide, kept by the pre-filter, each tested against its example line.
     wordings: ClassVar[tuple[Wording, ...]] = ()
     # The runbook's sentences (verdicts, patch reasons, actions): templates whose {fields} detect() fills with what

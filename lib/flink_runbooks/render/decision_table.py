@@ -81,7 +81,7 @@ def decision_table(detectors: list[Detector] | None = None) -> str:
         "# Decision table",
         "",
         "Generated from the detectors' declarations by `python -m flink_runbooks.render.decision_table --write`; "
-        "`tests/test_decision_table.py` fails when this file and the code disagree. Each row is one verdict a runbook "
+        "`tests/render/test_decision_table.py` fails when this file and the code disagree. Each row is one verdict a runbook "
         "can reach: the positive evidence it requires, every change a finding with it may propose (config keys with "
         "the spelling each Flink release reads; findings use the incident's version's spelling), the releases it "
         "applies to, and what would change the verdict. `undetermined` rows are the answer when no cause has "

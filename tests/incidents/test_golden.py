@@ -2,7 +2,7 @@
 
 A deliberate change of a verdict, evidence or patch updates the pins with
 
-    .venv/bin/python tests/test_golden.py --update
+    make regen
 
 and the diff of tests/golden/diagnoses.json shows, per incident, what changed.
 """
@@ -15,7 +15,6 @@ import sys
 
 import pytest
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 import corpus  # noqa: E402
 from corpus import ROOT, expected_incidents  # noqa: E402
@@ -55,7 +54,7 @@ def test_every_example_incident_is_pinned(pins):
 
 @pytest.mark.parametrize("slug,name,path,expected", INCIDENTS, ids=[_key(s, n) for s, n, _, _ in INCIDENTS])
 def test_diagnosis_is_unchanged(pins, slug, name, path, expected):
-    assert pin(path) == pins.get(_key(slug, name)), "the diagnosis changed; if on purpose: tests/test_golden.py --update"
+    assert pin(path) == pins.get(_key(slug, name)), "the diagnosis changed; if on purpose: make regen"
 
 
 if __name__ == "__main__":

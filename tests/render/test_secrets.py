@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from corpus import example
+from corpus import ROOT, example
 from flink_runbooks.apps import cli
 
 # its module-scoped fixtures are built once: every test of the module runs on one worker
@@ -305,7 +305,7 @@ def test_site_page_of_an_example_incident_with_secrets_holds_none(spark, planted
     slug = "checkpoint-tolerable-failure-threshold"
     root = tmp_path / "repo"
     (root / "runbooks").mkdir(parents=True)
-    shutil.copy(pathlib.Path(__file__).resolve().parents[1] / "runbooks" / f"{slug}.ipynb", root / "runbooks")
+    shutil.copy(ROOT / "runbooks" / f"{slug}.ipynb", root / "runbooks")
     example_dir = root / "data" / slug / "storage-permission-denied"
     shutil.copytree(planted, example_dir)
     shutil.copy(example(slug, "storage-permission-denied") / "expected.json", example_dir)

@@ -8,7 +8,7 @@ import json
 import nbformat
 import pytest
 
-from corpus import ROOT, incident_from_text
+from corpus import incident_from_text
 from flink_runbooks import catalogue
 from flink_runbooks.apps import cli
 from flink_runbooks.apps.scaffold import ScaffoldError, new_runbook
@@ -27,9 +27,9 @@ def test_every_example_incident_names_its_runbook_or_no_finding():
             assert example.expected.get("primary") in (None, *catalogue.slugs()), example.path
 
 
-def test_readme_table_is_generated_from_the_catalogue():
-    readme = (ROOT / "README.md").read_text()
-    assert catalogue.readme_with_table(readme) == readme, "the README table is stale: run `make regen`"
+def test_files_generated_from_the_declarations_are_current():
+    """The README's runbook table, each notebook's title and each runbook's table of example incidents."""
+    assert catalogue.stale_files() == [], "stale: run `make regen`"
 
 
 def _load_detector(path, slug):
@@ -39,13 +39,17 @@ def _load_detector(path, slug):
     return next(v() for v in vars(module).values() if isinstance(v, type) and getattr(v, "slug", None) == slug)
 
 
-def test_new_runbook_creates_four_parts_that_fail_until_written(tmp_path):
+def test_new_runbook_creates_the_parts_that_fail_until_written(tmp_path):
     written = new_runbook("sql-connector-missing", "SQL connector jar missing", "connectors", root=tmp_path)
     rel = sorted(p.relative_to(tmp_path).as_posix() for p in written)
-    assert rel == ["data/sql-connector-missing/example/expected.json",
+    assert rel == ["data/sql-connector-missing/README.md",
+                   "data/sql-connector-missing/example/expected.json",
                    "lib/flink_runbooks/detectors/sql_connector_missing.py",
                    "runbooks/sql-connector-missing.ipynb",
-                   "tests/test_sql_connector_missing.py"]
+                   "tests/runbooks/test_sql_connector_missing.py"]
+    examples_readme = (tmp_path / rel[0]).read_text()
+    assert catalogue.EXAMPLES_TABLE_START in examples_readme and catalogue.EXAMPLES_TABLE_END in examples_readme
+    rel = rel[1:]
 
     detector = _load_detector(tmp_path / rel[1], "sql-connector-missing")
     assert (detector.title, detector.category) == ("SQL connector jar missing", "connectors")

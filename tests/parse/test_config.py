@@ -5,7 +5,6 @@ import pytest
 import yaml
 
 from flink_runbooks.parse import config as config_module
-from flink_runbooks.vocabulary import keys
 from flink_runbooks.parse.config import (
     ConfigError,
     ConfigSource,
@@ -275,25 +274,6 @@ def test_fallback_option_reads_local_recovery():
     cfg.add("execution.checkpointing.local-backup.enabled", "false", ConfigSource("file", "flink-conf.yaml", 2))
     assert cfg.get("execution.checkpointing.local-backup.enabled") == "false"
     assert cfg.get("execution.state-recovery.from-local") == "true"
-
-
-def test_key_table():
-    assert keys.canonical("state.backend") == "state.backend.type"
-    assert keys.canonical("taskmanager.network.memory.fraction") == "taskmanager.memory.network.fraction"
-    assert keys.canonical("some.unknown.key") == "some.unknown.key"
-    assert keys.aliases("state.checkpoints.dir") == (
-        "execution.checkpointing.dir", "state.checkpoints.dir", "state.backend.fs.checkpointdir")
-    assert keys.aliases("execution.checkpointing.unaligned") == (
-        "execution.checkpointing.unaligned.enabled", "execution.checkpointing.unaligned")
-    assert keys.aliases("restart-strategy") == ("restart-strategy.type", "restart-strategy")
-    assert keys.aliases("state.backend.rocksdb.localdir") == ("state.backend.rocksdb.localdir",)
-    assert keys.removed_in("state.backend.local-recovery") == (2, 0)
-    assert keys.removed_in("execution.state-recovery.from-local") is None
-    assert keys.removed_in("taskmanager.heap.size") == (2, 0)
-    assert keys.superseded_by("jobmanager.heap.size") == "jobmanager.memory.process.size"
-    # every spelling belongs to exactly one concept
-    names = [kn.name for c in keys.CONCEPTS for kn in c.names]
-    assert len(names) == len(set(names))
 
 
 # --- typed getters and views -----------------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ def test_every_detector_has_a_notebook_and_examples_and_vice_versa():
     assert sorted(p.stem for p in NOTEBOOKS) == slugs()
     for slug in slugs():
         assert list((DATA / slug).glob("*/expected.json")), f"{slug} has no example incident"
-        assert (ROOT / "tests" / f"test_{slug.replace('-', '_')}.py").exists(), f"{slug} has no tests"
+        assert (ROOT / "tests" / "runbooks" / f"test_{slug.replace('-', '_')}.py").exists(), f"{slug} has no tests"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

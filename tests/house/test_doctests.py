@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import doctest
 import importlib
-import pathlib
 
 import pytest
+from corpus import ROOT
 
-LIB = pathlib.Path(__file__).resolve().parents[1] / "lib"
+LIB = ROOT / "lib"
 MODULES = sorted(".".join(p.relative_to(LIB).with_suffix("").parts) for p in (LIB / "flink_runbooks").rglob("*.py")
                  if ">>>" in p.read_text() and p.name != "__main__.py")
 

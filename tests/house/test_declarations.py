@@ -1,0 +1,64 @@
+"""Each runbook is one declaration: its sentences are templates (checked when the class is defined), its notebook
+shows the settings the detector declares, and nothing it declares goes unused."""
+from __future__ import annotations
+
+import ast
+import inspect
+import json
+
+import pytest
+from corpus import ROOT
+from flink_runbooks.detectors import all_detectors
+from flink_runbooks.detectors.base import Detector
+
+DETECTORS = all_detectors()
+
+
+def _literals_outside_templates(detector: Detector) -> set[str]:
+    """The string constants of the detector's module, except the keys and texts of its ``templates``."""
+    tree = ast.parse(inspect.getsource(inspect.getmodule(detector)))
+    declared = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "templates" for t in node.targets):
+            declared = {id(n) for n in ast.walk(node)}
+    return {n.value for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in declared}
+
+
+@pytest.mark.parametrize("detector", DETECTORS, ids=lambda d: d.slug)
+def test_every_template_is_used(detector):
+    """A template is said by name, or is the verdict of a declared root cause."""
+    used = _literals_outside_templates(detector) | {rc.slug for rc in detector.root_causes}
+    assert sorted(set(detector.templates) - used) == []
+
+
+def test_a_template_with_an_expression_is_refused_when_the_runbook_is_declared():
+    with pytest.raises(ValueError, match="not a plain name"):
+        type("Broken", (Detector,), {"slug": "broken", "templates": {"head": "{len(found)} found"}})
+
+
+def test_say_refuses_missing_and_unused_facts():
+    class Example(Detector):
+        slug = "example"
+        templates = {"head": "{count} restarts in {minutes:.0f} min"}
+
+    assert Example().say("head", count=3, minutes=4.2) == "3 restarts in 4 min"
+    with pytest.raises(ValueError, match="missing minutes"):
+        Example().say("head", count=3)
+    with pytest.raises(ValueError, match="not in the template: job"):
+        Example().say("head", count=3, minutes=1, job="x")
+
+
+@pytest.mark.parametrize("detector", DETECTORS, ids=lambda d: d.slug)
+def test_the_notebook_shows_the_settings_its_detector_declares(detector):
+    notebook = json.loads((ROOT / "runbooks" / f"{detector.slug}.ipynb").read_text())
+    code = ["".join(c["source"]) for c in notebook["cells"] if c["cell_type"] == "code"]
+    assert "run.config()" in code, "the notebook lists the settings itself; declare them as config_keys"
+    assert detector.config_keys, f"{detector.slug} declares no config_keys"
+    assert detector.collect_next
+
+
+@pytest.mark.parametrize("detector", DETECTORS, ids=lambda d: d.slug)
+def test_each_wording_belongs_to_the_runbook_that_declares_it(detector):
+    """A wording shared by two runbooks is declared by both."""
+    assert {w.runbook for w in detector.wordings} <= {detector.slug}
