@@ -111,12 +111,74 @@ class ContainerMemoryExceeded(Detector):
                 "Container [pid=4711,containerID=container_1573131122047_0007_01_000003] is running 212992B beyond the 'PHYSICAL' memory limit. Current usage: 4.0 GB of 4 GB physical memory used; is running beyond physical memory limits"),
     )
 
+    templates = {
+        "head": "{where} killed {containers} {what}{usage}.",
+        "one container": "a container",
+        "containers": "{count} containers",
+        "usage": ": {usage} used of a {limit} limit",
+        "at the limit": " at its {limit} limit",
+        "budget": "Flink budgets {process} per TaskManager: heap {heap}, direct {direct}, managed {managed}, "
+                  "metaspace {metaspace}, JVM overhead {overhead}.",
+        "yarn-virtual-memory-check": "Physical usage was {usage} of {limit}: only the virtual-memory check tripped, a "
+                                     "false positive for JVMs.",
+        "container-smaller-than-process": "The container limit is below the process size Flink was given.",
+        "rocksdb-native-memory": "{described}.",
+        "jvm-overhead-too-small": "Everything outside heap, direct, managed and metaspace must fit into the "
+                                  "{overhead} JVM overhead; it did not.",
+        "default overhead": "default 192m-1g",
+        "undetermined": "Root cause undetermined: without the TaskManager's memory configuration nothing shows which "
+                        "pool (JVM overhead, RocksDB, the container limit) was outside the budget.",
+        "native-memory-outside-budget": "The overhead was already raised above Flink's defaults and native memory "
+                                        "outgrew it anyway: look for glibc arenas or a native leak before adding "
+                                        "more.",
+        "note kill": "{platform}: killed ({kind}){usage}{exit_code}",
+        "note kill usage": ", {usage} of {limit}",
+        "note kill exit code": ", exit code {code}",
+        "note exit code": "exit code {code}",
+        "note same container": "the same container",
+        "note rocksdb": "RocksDB memory setting",
+        "disable vmem check": "Virtual memory is address space the JVM reserved (thread stacks, code cache, mapped "
+                              "files, glibc arenas), not memory in use; the physical usage stayed within the limit. "
+                              "Disable the check on the cluster side (no Flink setting changes it){raise_ratio}.",
+        "raise ratio": ", or raise yarn.nodemanager.vmem-pmem-ratio to {ratio} (virtual/physical seen: {seen:.2f})",
+        "guaranteed qos": "Give the TaskManager pods Guaranteed QoS: memory request = memory limit = "
+                          "taskmanager.memory.process.size ({process}); pods that use more than they requested are "
+                          "evicted first when the node runs short.",
+        "the process size": "the process size",
+        "configuration missing": "The TaskManager memory configuration is not in the incident: add the "
+                                 "flink-conf.yaml/config.yaml or the TaskManager log (its 'Final TaskExecutor Memory "
+                                 "configuration' block) to get computed sizes and a cause; no size is proposed "
+                                 "without them.",
+        "container limit": "Flink sizes the JVM for {process} but the container may only use {limit}: either make the "
+                           "container limit (pod resources.limits.memory) at least {process}, or shrink "
+                           "taskmanager.memory.process.size to the limit (below).",
+        "malloc arenas": "glibc gives threads their own malloc arenas (up to 8 x CPU cores of them), which native "
+                         "libraries fill and rarely return to the OS; capping the arenas keeps native memory near "
+                         "what is in use. Then find what allocates natively (Native Memory Tracking: "
+                         "-XX:NativeMemoryTracking=summary).",
+        "grow overhead": "JVM overhead {before} -> {after}: {seen}; the overhead is the only pool that covers native "
+                         "memory Flink does not manage.",
+        "went over": "the container went {excess} over its limit",
+        "hit the limit": "the container hit its limit",
+        "overhead max": "The overhead's max must not be below its new min.",
+        "fit the container": "Size the JVM for the memory the container may actually use.",
+        "grow process": "The process (and the container Flink requests) grows by the added overhead; every other "
+                        "pool keeps its size.",
+        "rocksdb managed": "RocksDB bounded by the slot's managed memory",
+        "rocksdb fixed": "A fixed size overrides the managed-memory bound and is not part of the TaskManager budget.",
+        "grow managed": "Managed memory grows so RocksDB keeps the memory it was given, now inside the budget.",
+        "set": "Set to {value}.",
+        "raise jobmanager overhead": "Raise the JobManager's JVM overhead (and its process size by as much).",
+        "jobmanager overhead": "The JobManager's native memory went past its container: {growth} more JVM overhead, "
+                               "and the process grows by as much.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         kills = container_memory_kills(incident)
         if not kills:
             return []
         mem, source = effective_taskmanager_memory(incident)
-        cause = self._classify(incident, kills, mem)
+        cause = self._cause(incident, kills, mem)
         kill = next((k for k in kills if k.usage is not None), kills[0])
         patches, after = self._patches(incident, cause, kills, mem)
         details = {
@@ -131,13 +193,19 @@ class ContainerMemoryExceeded(Detector):
         if after is not None:
             details["breakdown_after_patch"] = breakdown_rows(after)
         summary = self._summary(incident, cause, kills, kill, mem)
-        evidence = [Evidence.of(k.event, _kill_note(k)) for k in kills[:4]]
+        evidence = []
+        for k in kills[:4]:
+            usage = (self.say("note kill usage", usage=size_text(k.usage), limit=size_text(k.limit))
+                     if k.usage is not None and k.limit is not None else "")
+            exit_code = self.say("note kill exit code", code=k.exit_code) if k.exit_code else ""
+            evidence.append(Evidence.of(k.event, self.say("note kill", platform=k.platform, kind=k.kind, usage=usage,
+                                                          exit_code=exit_code)))
         for k in kills:
-            evidence += [Evidence.of(ev, f"exit code {k.exit_code}" if k.exit_code else "the same container")
-                         for ev in k.supporting[:1]]
+            evidence += [Evidence.of(ev, self.say("note exit code", code=k.exit_code) if k.exit_code
+                                     else self.say("note same container")) for ev in k.supporting[:1]]
         if cause == "rocksdb-native-memory":
             for key in ("state.backend.rocksdb.memory.managed", "state.backend.rocksdb.memory.fixed-per-slot"):
-                ev = config_evidence(incident, key, "RocksDB memory setting")
+                ev = config_evidence(incident, key, self.say("note rocksdb"))
                 if ev is not None:
                     evidence.append(ev)
         finding = self.finding(cause, summary, [], confidence=0.9 if mem is not None else 0.4, patches=patches,
@@ -148,7 +216,7 @@ class ContainerMemoryExceeded(Detector):
 
     # -- which memory was outside the budget --------------------------------------------------------------------
 
-    def _classify(self, incident: Incident, kills: list[ContainerKill], mem: TaskManagerMemory | None) -> str:
+    def _cause(self, incident: Incident, kills: list[ContainerKill], mem: TaskManagerMemory | None) -> str:
         if all(k.kind == "virtual" for k in kills):
             return "yarn-virtual-memory-check"
         if all(k.jobmanager for k in kills):
@@ -197,37 +265,28 @@ class ContainerMemoryExceeded(Detector):
                             f"  <name>yarn.nodemanager.vmem-pmem-ratio</name>\n  <value>{ratio}</value>\n</property>")
             patches.append(self.ops_patch(
                 "yarn.nodemanager.vmem-check-enabled",
-                "Virtual memory is address space the JVM reserved (thread stacks, code cache, mapped files, glibc "
-                "arenas), not memory in use; the physical usage stayed within the limit. Disable the check on the "
-                "cluster side (no Flink setting changes it)"
-                + (f", or raise yarn.nodemanager.vmem-pmem-ratio to {ratio} (virtual/physical seen: "
-                   f"{max(ratios):.2f})." if ratio else "."), snippet=snippet))
+                self.say("disable vmem check",
+                         raise_ratio=self.say("raise ratio", ratio=ratio, seen=max(ratios)) if ratio else ""),
+                snippet=snippet))
             return patches, None
         if cause == "jobmanager-container":
             return self._jobmanager_patches(incident, kills), None
         if cause == "node-memory-pressure-eviction":
             patches.append(self.ops_patch(
                 "TaskManager pod memory request",
-                "Give the TaskManager pods Guaranteed QoS: memory request = memory limit = "
-                f"taskmanager.memory.process.size ({size_text(mem.process) if mem else 'the process size'}); "
-                "pods that use more than they requested are evicted first when the node runs short.",
+                self.say("guaranteed qos", process=size_text(mem.process) if mem else self.say("the process size")),
                 snippet="resources:\n  requests:\n    memory: <process size>\n  limits:\n    memory: <process size>"))
             return patches, None
         if not model_applies(incident) or mem is None:
             patches.append(self.ops_patch(
-                "TaskManager memory configuration",
-                "The TaskManager memory configuration is not in the incident: add the flink-conf.yaml/config.yaml "
-                "or the TaskManager log (its 'Final TaskExecutor Memory configuration' block) to get computed sizes "
-                "and a cause; no size is proposed without them."))
+                "TaskManager memory configuration", self.say("configuration missing")))
             return patches, None
         if cause == "container-smaller-than-process":
             limit = min(k.physical_limit for k in kills if k.physical_limit)
             changes = {"taskmanager.memory.process.size": f"{limit // MIB}m"}
             patches.append(self.ops_patch(
-                "container memory limit",
-                f"Flink sizes the JVM for {size_text(mem.process)} but the container may only use "
-                f"{size_text(limit)}: either make the container limit (pod resources.limits.memory) at least "
-                f"{size_text(mem.process)}, or shrink taskmanager.memory.process.size to the limit (below).",
+                "container memory limit", self.say("container limit", process=size_text(mem.process),
+                                                   limit=size_text(limit)),
                 snippet=f"resources:\n  limits:\n    memory: {mem.process // MIB}Mi\n  requests:\n    memory: "
                         f"{mem.process // MIB}Mi"))
         elif cause == "rocksdb-native-memory":
@@ -241,15 +300,27 @@ class ContainerMemoryExceeded(Detector):
                 changes = {}
             if cause == "native-memory-outside-budget":
                 patches.append(self.ops_patch(
-                    "containerized.taskmanager.env.MALLOC_ARENA_MAX",
-                    "glibc gives threads their own malloc arenas (up to 8 x CPU cores of them), which native "
-                    "libraries fill and rarely return to the OS; capping the arenas keeps native memory near what is "
-                    "in use. Then find what allocates natively (Native Memory Tracking: -XX:NativeMemoryTracking=summary).",
+                    "containerized.taskmanager.env.MALLOC_ARENA_MAX", self.say("malloc arenas"),
                     snippet="containerized.taskmanager.env.MALLOC_ARENA_MAX: 4   # YARN / native Kubernetes\n"
                             "# standalone / docker: export MALLOC_ARENA_MAX=4 in the TaskManager's environment"))
         for key, value in changes.items():
+            if key.endswith("jvm-overhead.min"):
+                excess = max((k.excess for k in kills if k.excess), default=None)
+                why = self.say("grow overhead", before=size_text(mem.overhead) if mem else "?", after=value,
+                               seen=self.say("went over", excess=size_text(excess)) if excess
+                               else self.say("hit the limit"))
+            elif key.endswith("jvm-overhead.max"):
+                why = self.say("overhead max")
+            elif key.endswith("process.size"):
+                why = self.say("fit the container" if cause == "container-smaller-than-process" else "grow process")
+            elif key.startswith("state.backend.rocksdb"):
+                why = self.say("rocksdb managed" if value == "true" else "rocksdb fixed")
+            elif key.endswith("managed.fraction") or key.endswith("managed.size"):
+                why = self.say("grow managed")
+            else:
+                why = self.say("set", value=value)
             patches.insert(len(patches) - (1 if cause == "native-memory-outside-budget" else 0),
-                           self.flink_patch(incident, key, value, _reason(key, value, cause, mem, kills)))
+                           self.flink_patch(incident, key, value, why))
         after = None
         try:
             after = derive_taskmanager_memory(apply_changes(conf, changes), version, deployment=deployment)
@@ -267,8 +338,7 @@ class ContainerMemoryExceeded(Detector):
         except (MemoryConfigError, ValueError):
             jm = None
         if jm is None:
-            return [self.ops_patch("jobmanager.memory.jvm-overhead.min",
-                                   "Raise the JobManager's JVM overhead (and its process size by as much).")]
+            return [self.ops_patch("jobmanager.memory.jvm-overhead.min", self.say("raise jobmanager overhead"))]
         growth = self._growth(kills, None)
         overhead = jm.overhead + growth
         changes = {"jobmanager.memory.jvm-overhead.min": f"{overhead // MIB}m",
@@ -277,11 +347,9 @@ class ContainerMemoryExceeded(Detector):
         try:
             derive_jobmanager_memory(apply_changes(conf, changes), incident.version_tuple, deployment=deployment)
         except (MemoryConfigError, ValueError):
-            return [self.ops_patch("jobmanager.memory.jvm-overhead.min",
-                                   "Raise the JobManager's JVM overhead (and its process size by as much).")]
-        return [self.flink_patch(incident, k, v, f"The JobManager's native memory went past its container: "
-                                 f"{size_text(growth)} more JVM overhead, and the process grows by as much.")
-                for k, v in changes.items()]
+            return [self.ops_patch("jobmanager.memory.jvm-overhead.min", self.say("raise jobmanager overhead"))]
+        why = self.say("jobmanager overhead", growth=size_text(growth))
+        return [self.flink_patch(incident, k, v, why) for k, v in changes.items()]
 
     def _summary(self, incident: Incident, cause: str, kills: list[ContainerKill], kill: ContainerKill,
                  mem: TaskManagerMemory | None) -> str:
@@ -290,33 +358,29 @@ class ContainerMemoryExceeded(Detector):
         what = {"physical": "for physical memory", "virtual": "for virtual memory", "oom-killed": "(OOMKilled)",
                 "evicted": "(evicted under node memory pressure)"}[kill.kind]
         count = distinct_containers(kills)
-        text = f"{where} killed {'a container' if count == 1 else f'{count} containers'} {what}"
         if kill.usage is not None and kill.limit is not None:
-            text += f": {size_text(kill.usage)} used of a {size_text(kill.limit)} limit"
+            usage = self.say("usage", usage=size_text(kill.usage), limit=size_text(kill.limit))
         elif kill.limit is not None:
-            text += f" at its {size_text(kill.limit)} limit"
-        text += "."
+            usage = self.say("at the limit", limit=size_text(kill.limit))
+        else:
+            usage = ""
+        containers = self.say("one container") if count == 1 else self.say("containers", count=count)
+        sentences = [self.say("head", where=where, containers=containers, what=what, usage=usage)]
         if mem is not None:
-            text += (f" Flink budgets {size_text(mem.process)} per TaskManager: heap {size_text(mem.jvm_heap)}, "
-                     f"direct {size_text(mem.direct)}, managed {size_text(mem.managed)}, metaspace "
-                     f"{size_text(mem.metaspace)}, JVM overhead {size_text(mem.overhead)}.")
+            sentences.append(self.say("budget", process=size_text(mem.process), heap=size_text(mem.jvm_heap),
+                                      direct=size_text(mem.direct), managed=size_text(mem.managed),
+                                      metaspace=size_text(mem.metaspace), overhead=size_text(mem.overhead)))
         if cause == "yarn-virtual-memory-check":
-            text += (f" Physical usage was {size_text(kill.physical_usage)} of {size_text(kill.physical_limit)}: "
-                     f"only the virtual-memory check tripped, a false positive for JVMs.")
-        elif cause == "container-smaller-than-process":
-            text += " The container limit is below the process size Flink was given."
+            sentences.append(self.say(cause, usage=size_text(kill.physical_usage),
+                                      limit=size_text(kill.physical_limit)))
         elif cause == "rocksdb-native-memory":
-            text += " " + rocksdb_memory(incident, mem).describe() + "."
+            sentences.append(self.say(cause, described=rocksdb_memory(incident, mem).describe()))
         elif cause == "jvm-overhead-too-small":
-            text += (f" Everything outside heap, direct, managed and metaspace must fit into the "
-                     f"{size_text(mem.overhead) if mem else 'default 192m-1g'} JVM overhead; it did not.")
-        elif cause == "undetermined":
-            text += (" Root cause undetermined: without the TaskManager's memory configuration nothing shows which "
-                     "pool (JVM overhead, RocksDB, the container limit) was outside the budget.")
-        elif cause == "native-memory-outside-budget":
-            text += (" The overhead was already raised above Flink's defaults and native memory outgrew it anyway: "
-                     "look for glibc arenas or a native leak before adding more.")
-        return text
+            sentences.append(self.say(cause, overhead=size_text(mem.overhead) if mem
+                                      else self.say("default overhead")))
+        elif cause in ("container-smaller-than-process", "undetermined", "native-memory-outside-budget"):
+            sentences.append(self.say(cause))
+        return " ".join(sentences)
 
 
 def _overhead_raised(incident: Incident) -> bool:
@@ -342,32 +406,3 @@ def _kill_row(kill: ContainerKill) -> dict:
             "usage": size_text(kill.usage) if kill.usage is not None else "", "limit":
             size_text(kill.limit) if kill.limit is not None else "", "exit_code": kill.exit_code,
             "where": f"{kill.event.file}:{kill.event.line}"}
-
-
-def _kill_note(kill: ContainerKill) -> str:
-    parts = [f"{kill.platform}: killed ({kill.kind})"]
-    if kill.usage is not None and kill.limit is not None:
-        parts.append(f"{size_text(kill.usage)} of {size_text(kill.limit)}")
-    if kill.exit_code:
-        parts.append(f"exit code {kill.exit_code}")
-    return ", ".join(parts)
-
-
-def _reason(key: str, value: str | None, cause: str, mem: TaskManagerMemory | None, kills: list[ContainerKill]) -> str:
-    if key.endswith("jvm-overhead.min"):
-        excess = max((k.excess for k in kills if k.excess), default=None)
-        seen = f"the container went {size_text(excess)} over its limit" if excess else "the container hit its limit"
-        return (f"JVM overhead {size_text(mem.overhead) if mem else '?'} -> {value}: {seen}; the overhead is the "
-                f"only pool that covers native memory Flink does not manage.")
-    if key.endswith("jvm-overhead.max"):
-        return "The overhead's max must not be below its new min."
-    if key.endswith("process.size"):
-        if cause == "container-smaller-than-process":
-            return "Size the JVM for the memory the container may actually use."
-        return "The process (and the container Flink requests) grows by the added overhead; every other pool keeps its size."
-    if key.startswith("state.backend.rocksdb"):
-        return ("RocksDB bounded by the slot's managed memory" if value == "true" else
-                "A fixed size overrides the managed-memory bound and is not part of the TaskManager budget.")
-    if key.endswith("managed.fraction") or key.endswith("managed.size"):
-        return "Managed memory grows so RocksDB keeps the memory it was given, now inside the budget."
-    return f"Set to {value}."

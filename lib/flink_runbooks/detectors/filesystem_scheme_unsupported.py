@@ -145,6 +145,53 @@ class FilesystemSchemeUnsupported(Detector):
                                 "`echo $HADOOP_CLASSPATH`."),
     )
 
+    templates = {
+        "who": "The {role}",
+        "who unknown": "A process",
+        "head": "{who} has no file system for '{scheme}://' paths",
+        "head without scheme": "{who} lacks Hadoop's classes",
+        "plugin-not-installed": "{head}: Flink serves '{scheme}' only through the plugin(s) {plugins}, and none was "
+                                "installed{seen}. Copy one from opt/ into its own folder plugins/<name>/ on every "
+                                "JobManager and TaskManager (on Kubernetes/Docker: ENABLE_BUILT_IN_PLUGINS="
+                                "{plugin}-{version}.jar).",
+        "folders loaded": "; the plugin folders it loaded were {folders}",
+        "no folder loaded": "; it loaded no plugin folder at all",
+        "plugin-jar-in-lib": "{head}: {jar} is on the classpath (lib/) instead of in its own folder under plugins/. "
+                             "File systems of this family load only as plugins: move it to plugins/{folder}/.",
+        "wrong-scheme": "{head}: '{scheme}' is not a scheme Flink or Hadoop knows; the nearest one that is, is "
+                        "'{suggestion}' ({suggestion}://bucket/path). Correct the path.",
+        "hadoop-not-on-classpath": "{head}: '{scheme}' is served only through Hadoop, and Hadoop is not on the "
+                                   "classpath ('Hadoop is not in the classpath/dependencies'). Export "
+                                   "HADOOP_CLASSPATH before starting Flink.",
+        "job-uses-hadoop-without-jars": "{head}: the job's own code uses Hadoop's FileSystem API ({exception}), and "
+                                        "neither the job jar nor the cluster has Hadoop{no_hadoop}. Use Flink's "
+                                        "FileSystem API with a plugin, or put Hadoop on the classpath.",
+        "no hadoop logged": " (the process logged no Hadoop dependency at start-up)",
+        "hadoop-connector-missing": "{head}: Hadoop is on the classpath but has no implementation for '{scheme}' "
+                                    "({exception}): its connector jar (hadoop-aws for s3a, gcs-connector for gs, "
+                                    "hadoop-azure for abfs) is missing{or_plugin}.",
+        "or plugin": ", or use Flink's own plugin {plugin} through Flink's FileSystem API",
+        "undetermined": "{head}, and the logs do not show which part is missing ({exception}).",
+        "excerpt": " This is an excerpt: the process's start-up lines (classpath, plugin folders, Hadoop) are not in "
+                   "it.",
+        "note scheme": "no file system for scheme '{scheme}'",
+        "note hadoop classes": "Hadoop's classes are missing",
+        "note jar in lib": "the classpath (lib/) holds {jar}",
+        "note classpath": "the classpath this process started with: no file system plugin jar on it",
+        "note plugin folders": "the plugin folders loaded at start-up: none for this scheme",
+        "note hadoop": "whether the process found Hadoop at start-up",
+        "install": "Each plugin in its own folder of plugins/, on every JobManager and TaskManager (images included); "
+                   "the jar is in the distribution's opt/ folder.",
+        "move": "The file system's jar must not be on the classpath: move it into its own plugins/ folder.",
+        "correct the key": "'{scheme}' is no file system scheme; '{suggestion}' is.",
+        "correct the code": "The job's code builds the path with '{scheme}://'; the scheme is '{suggestion}://'.",
+        "hadoop classpath": "Flink finds Hadoop through HADOOP_CLASSPATH on every JobManager and TaskManager (set "
+                            "before start-up); on YARN it is there already.",
+        "flink api": "The job calls Hadoop directly; either go through Flink's FileSystem (plugins) or ship Hadoop's "
+                     "client with the job.",
+        "hadoop connector": "Hadoop needs a connector jar per object store, matching its own version.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         failures = failure_events(incident)
         hits = [(ev, r) for ev in failures for r in [_read(ev)] if r]
@@ -175,21 +222,20 @@ class FilesystemSchemeUnsupported(Detector):
         excerpt = is_excerpt(incident)
         same = [ev for ev, _ in hits if ev is not event]
         evidence: list[Event] = [event] + same[:2]
-        notes = {0: f"no file system for scheme '{scheme}'" if scheme else "Hadoop's classes are missing"}
+        notes = {0: self.say("note scheme", scheme=scheme) if scheme else self.say("note hadoop classes")}
         startup = [cp.event for cp in dependencies.classpaths(incident)[:1]]
         hadoop_ev = dependencies.hadoop_event(incident)
         if cause == "plugin-jar-in-lib":
             evidence.append(in_lib[0][0].event)
-            notes[len(evidence) - 1] = f"the classpath (lib/) holds {in_lib[0][1].rsplit('/', 1)[-1]}"
+            notes[len(evidence) - 1] = self.say("note jar in lib", jar=in_lib[0][1].rsplit('/', 1)[-1])
         elif cause == "plugin-not-installed" and loaded is not None:
-            for ev, note in [(e, "the classpath this process started with: no file system plugin jar on it")
-                             for e in startup] + [(e, "the plugin folders loaded at start-up: none for this scheme")
-                                                  for e in dependencies.plugin_events(incident)[:1]]:
+            for ev, note in [(e, self.say("note classpath")) for e in startup] + [
+                    (e, self.say("note plugin folders")) for e in dependencies.plugin_events(incident)[:1]]:
                 evidence.append(ev)
                 notes[len(evidence) - 1] = note
         elif cause in ("hadoop-not-on-classpath", "hadoop-connector-missing", "job-uses-hadoop-without-jars") and hadoop_ev:
             evidence.append(hadoop_ev)
-            notes[len(evidence) - 1] = "whether the process found Hadoop at start-up"
+            notes[len(evidence) - 1] = self.say("note hadoop")
         configured = _configured_key(incident, scheme)
         details = {
             "scheme": scheme or "unknown", "plugins that serve it": plugins or "none (not a plugin scheme)",
@@ -202,44 +248,35 @@ class FilesystemSchemeUnsupported(Detector):
             details["plugin jar on the classpath"] = in_lib[0][1]
         summary = self._summary(incident, cause, scheme, plugins, loaded, hadoop, in_lib, suggestion, event, reading)
         if excerpt:
-            summary += (" This is an excerpt: the process's start-up lines (classpath, plugin folders, Hadoop) are "
-                        "not in it.")
+            summary += self.say("excerpt")
         confidence = (0.9 if cause != "undetermined" else 0.4) - (0.25 if excerpt else 0)
         patches = self._patches(incident, cause, scheme, plugins, suggestion, configured, in_lib)
         return [self.finding(cause, summary, evidence, confidence=confidence, patches=patches, notes=notes,
                              details=details)]
 
     def _summary(self, incident, cause, scheme, plugins, loaded, hadoop, in_lib, suggestion, event, reading) -> str:
-        who = f"The {event.role}" if event.role != "unknown" else "A process"
-        head = f"{who} has no file system for '{scheme}://' paths" if scheme else f"{who} lacks Hadoop's classes"
+        who = self.say("who", role=event.role) if event.role != "unknown" else self.say("who unknown")
+        head = self.say("head", who=who, scheme=scheme) if scheme else self.say("head without scheme", who=who)
         version = incident.flink_version or "<version>"
         if cause == "plugin-not-installed":
-            seen = (f"; the plugin folders it loaded were {', '.join(sorted(loaded))}" if loaded else
-                    "; it loaded no plugin folder at all" if loaded is not None else "")
-            return (f"{head}: Flink serves '{scheme}' only through the plugin(s) {', '.join(plugins)}, and none was "
-                    f"installed{seen}. Copy one from opt/ into its own folder plugins/<name>/ on every JobManager and "
-                    f"TaskManager (on Kubernetes/Docker: ENABLE_BUILT_IN_PLUGINS=" + f"{plugins[0]}-{version}.jar).")
+            seen = (self.say("folders loaded", folders=", ".join(sorted(loaded))) if loaded else
+                    self.say("no folder loaded") if loaded is not None else "")
+            return self.say(cause, head=head, scheme=scheme, plugins=", ".join(plugins), seen=seen, plugin=plugins[0],
+                            version=version)
         if cause == "plugin-jar-in-lib":
-            return (f"{head}: {in_lib[0][1].rsplit('/', 1)[-1]} is on the classpath (lib/) instead of in its own "
-                    f"folder under plugins/. File systems of this family load only as plugins: move it to "
-                    f"plugins/{plugins[0].removeprefix('flink-')}/.")
+            return self.say(cause, head=head, jar=in_lib[0][1].rsplit("/", 1)[-1],
+                            folder=plugins[0].removeprefix("flink-"))
         if cause == "wrong-scheme":
-            return (f"{head}: '{scheme}' is not a scheme Flink or Hadoop knows; the nearest one that is, is "
-                    f"'{suggestion}' ({suggestion}://bucket/path). Correct the path.")
+            return self.say(cause, head=head, scheme=scheme, suggestion=suggestion)
         if cause == "hadoop-not-on-classpath":
-            return (f"{head}: '{scheme}' is served only through Hadoop, and Hadoop is not on the classpath ('Hadoop is "
-                    f"not in the classpath/dependencies'). Export HADOOP_CLASSPATH before starting Flink.")
+            return self.say(cause, head=head, scheme=scheme)
         if cause == "job-uses-hadoop-without-jars":
-            return (f"{head}: the job's own code uses Hadoop's FileSystem API ({reading['text'][:160]}), and neither "
-                    f"the job jar nor the cluster has Hadoop"
-                    + (" (the process logged no Hadoop dependency at start-up)" if hadoop is False else "")
-                    + ". Use Flink's FileSystem API with a plugin, or put Hadoop on the classpath.")
+            return self.say(cause, head=head, exception=reading["text"][:160],
+                            no_hadoop=self.say("no hadoop logged") if hadoop is False else "")
         if cause == "hadoop-connector-missing":
-            return (f"{head}: Hadoop is on the classpath but has no implementation for '{scheme}' "
-                    f"({reading['text'][:160]}): its connector jar (hadoop-aws for s3a, gcs-connector for gs, "
-                    f"hadoop-azure for abfs) is missing"
-                    + (f", or use Flink's own plugin {plugins[0]} through Flink's FileSystem API." if plugins else "."))
-        return f"{head}, and the logs do not show which part is missing ({reading['text'][:200]})."
+            return self.say(cause, head=head, scheme=scheme, exception=reading["text"][:160],
+                            or_plugin=self.say("or plugin", plugin=plugins[0]) if plugins else "")
+        return self.say("undetermined", head=head, exception=reading["text"][:200])
 
     def _patches(self, incident, cause, scheme, plugins, suggestion, configured, in_lib):
         version = incident.flink_version or "<version>"
@@ -247,9 +284,7 @@ class FilesystemSchemeUnsupported(Detector):
         if cause in ("plugin-not-installed", "undetermined", "hadoop-connector-missing") and plugins:
             name = plugins[0]
             out.append(self.ops_patch(
-                "install the file system plugin",
-                "Each plugin in its own folder of plugins/, on every JobManager and TaskManager (images included); "
-                "the jar is in the distribution's opt/ folder.",
+                "install the file system plugin", self.say("install"),
                 snippet=(f"mkdir -p $FLINK_HOME/plugins/{name.removeprefix('flink-')}\n"
                          f"cp $FLINK_HOME/opt/{name}-{version}.jar $FLINK_HOME/plugins/{name.removeprefix('flink-')}/\n"
                          f"# Docker / Kubernetes (official image): env ENABLE_BUILT_IN_PLUGINS={name}-{version}.jar\n"
@@ -259,23 +294,19 @@ class FilesystemSchemeUnsupported(Detector):
             jar = in_lib[0][1]
             name = plugins[0].removeprefix("flink-")
             out.append(self.ops_patch(
-                "move the plugin jar from lib/ to plugins/",
-                "The file system's jar must not be on the classpath: move it into its own plugins/ folder.",
+                "move the plugin jar from lib/ to plugins/", self.say("move"),
                 snippet=f"mkdir -p $FLINK_HOME/plugins/{name}\nmv {jar} $FLINK_HOME/plugins/{name}/"))
         if cause == "wrong-scheme" and suggestion:
             if configured:
                 key, value = configured
                 out.append(self.flink_patch(incident, key, re.sub(rf"^{re.escape(scheme)}:", f"{suggestion}:", value),
-                                            f"'{scheme}' is no file system scheme; '{suggestion}' is."))
+                                            self.say("correct the key", scheme=scheme, suggestion=suggestion)))
             else:
                 out.append(self.code_patch("correct the path's scheme", f'new Path("{suggestion}://<bucket>/<path>")',
-                                           f"The job's code builds the path with '{scheme}://'; the scheme is "
-                                           f"'{suggestion}://'."))
+                                           self.say("correct the code", scheme=scheme, suggestion=suggestion)))
         if cause in ("hadoop-not-on-classpath", "job-uses-hadoop-without-jars"):
             out.append(self.ops_patch(
-                "put Hadoop on the classpath",
-                "Flink finds Hadoop through HADOOP_CLASSPATH on every JobManager and TaskManager (set before "
-                "start-up); on YARN it is there already.",
+                "put Hadoop on the classpath", self.say("hadoop classpath"),
                 snippet="export HADOOP_CLASSPATH=$(hadoop classpath)   # before bin/start-cluster.sh / in the image"))
         if cause == "job-uses-hadoop-without-jars":
             out.append(self.code_patch(
@@ -283,12 +314,10 @@ class FilesystemSchemeUnsupported(Detector):
                 "// Flink's own API reaches every scheme a plugin serves, without Hadoop on the classpath\n"
                 "org.apache.flink.core.fs.FileSystem fs = new org.apache.flink.core.fs.Path(uri).getFileSystem();\n"
                 "// or package org.apache.hadoop:hadoop-client-api + hadoop-client-runtime (compile scope)",
-                "The job calls Hadoop directly; either go through Flink's FileSystem (plugins) or ship Hadoop's "
-                "client with the job."))
+                self.say("flink api")))
         if cause == "hadoop-connector-missing":
             out.append(self.ops_patch(
-                "add the Hadoop connector for the scheme",
-                "Hadoop needs a connector jar per object store, matching its own version.",
+                "add the Hadoop connector for the scheme", self.say("hadoop connector"),
                 snippet="# s3a: hadoop-aws-<hadoop version>.jar + its AWS SDK bundle; gs: gcs-connector-hadoop3; "
                         "abfs: hadoop-azure\nls $(hadoop classpath | tr ':' ' ') | grep -E 'hadoop-aws|gcs-connector|hadoop-azure'"))
         return out

@@ -101,6 +101,65 @@ class JmLeadershipLost(Detector):
                                 "server logs or `kubectl get events` / API server metrics for that time."),
     )
 
+    templates = {
+        "zookeeper-session-timeout": "The JobManager's ZooKeeper connection was suspended{outcome}: {why}. Its "
+                                     "leadership was revoked and its jobs suspended.",
+        "session expired": " and its session expired (nothing heard for {unheard_ms} ms, session timeout {session_ms} "
+                           "ms)",
+        "suspension revoked": " and the suspension alone revoked its leadership",
+        "gc pause": "the JobManager paused for {seconds:.0f} s (GC)",
+        "stalled": "the JobManager or its network to ZooKeeper stalled (no GC pause in these logs)",
+        "kubernetes-api-failure": "Renewing the leader ConfigMap lease failed against the Kubernetes API ({count} "
+                                  "failure(s){statuses}) until the renew deadline of {renew_s} s passed: the "
+                                  "JobManager gave up its leadership and its jobs were suspended.",
+        "statuses": ", statuses {statuses}",
+        "two-leaders": "Two JobManagers acted as leader at the same time ({count} leader ids granted{rejected}): one "
+                       "kept leading after another had been elected, until its own leadership was revoked.",
+        "rejected": ", calls rejected for a leader id or fencing token that was no longer valid",
+        "undetermined": "The JobManager lost its leadership, but these logs do not show why: no ZooKeeper connection "
+                        "states, Kubernetes API errors or second leader before the loss.",
+        "regained": "Leadership was granted again at {ts}; the jobs recover from their last checkpoint.",
+        "excerpt": "Unknown from this excerpt: the JobManager's own view of the HA backend.",
+        "note loss": "the leadership was lost here",
+        "note suspended job": "the job was suspended with the leadership",
+        "note suspended": "the ZooKeeper connection was suspended before the loss",
+        "note session timeout": "the client had not heard from ZooKeeper for longer than the session allows",
+        "note expired": "the session expired: the leader's ephemeral node is gone",
+        "note gc": "a {seconds:.1f} s GC pause of the JobManager",
+        "note api failure": "the Kubernetes API refused or failed the lease update",
+        "note renew deadline": "the renew deadline passed: the lease was given up",
+        "note grant": "leader id {leader} granted in {file}",
+        "note second grant": "leader id {leader} granted in {file} while the first had not been revoked",
+        "note fencing": "a call of one leader rejected because another leader's id is expected",
+        "collect": "The JobManager's log of the minutes before the loss shows the HA backend's connection states; its "
+                   "GC log shows pauses; ZooKeeper's server log or the Kubernetes API server's events show the other "
+                   "side.",
+        "remove the pause": "A stop-the-world pause longer than the session timeout expires the session whatever the "
+                            "network does: give the JobManager heap headroom (or a pause-bounded collector) and look "
+                            "for what fills it.",
+        "check gc and network": "Check the JobManager's GC log and the network to the ZooKeeper quorum (ZooKeeper's "
+                                "server logs show the expired session and any quorum trouble) for that time.",
+        "longer session": "A longer session rides out pauses of this length; the ZooKeeper servers must allow it "
+                          "(maxSessionTimeout, 20 × tickTime by default). A complement to removing the pause, not a "
+                          "cure.",
+        "tolerate suspension": "The connection came back within the session, but a suspension alone revoked the "
+                               "leadership; tolerating suspended connections keeps it until the session is actually "
+                               "lost.",
+        "heap headroom": "More heap headroom shortens the JobManager's full collections.",
+        "check the api server": "Look at the API server's latency and throttling (429, APF) and at other writers of "
+                                "the same ConfigMaps (409 conflicts: a second deployment with the same cluster id, or "
+                                "an operator) at that time.",
+        "longer lease": "A longer lease lets a leader ride out a slow API server.",
+        "renew deadline": "Keep the renew deadline equal to the lease duration (at most).",
+        "retry period": "Retry renewals well within the deadline.",
+        "one leader": "Make sure only one JobManager deployment uses this high-availability.cluster-id and storage "
+                      "path, and that a JobManager cut off from the HA backend stops leading (it must not keep "
+                      "running jobs).",
+        "do not tolerate suspension": "With suspended connections tolerated, a JobManager cut off from ZooKeeper "
+                                      "keeps its leadership until its client declares the session lost, while the "
+                                      "quorum has already elected another leader.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         lead = ha.leadership(incident)
         losses = [ev for ev in lead.losses + lead.lost if not _shutting_down(incident, ev)]
@@ -113,7 +172,7 @@ class JmLeadershipLost(Detector):
         k8s = [ev for ev in lead.k8s_failures if ev in window]
         gc = [ev for ev in window if cluster.GC_PAUSE.search(ev.text) and _gc_seconds(ev) >= 1]
         events: list[Event] = [loss]
-        notes = {0: "the leadership was lost here"}
+        notes = {0: self.say("note loss")}
         details = {"leadership_losses": len(lead.losses), "suspended_jobs": len(lead.suspended_jobs),
                    "zookeeper_suspended": len(lead.suspended), "zookeeper_lost": len(lead.lost),
                    "kubernetes_api_failures": len(lead.k8s_failures)}
@@ -129,43 +188,40 @@ class JmLeadershipLost(Detector):
             summary, patches = self._kubernetes(incident, k8s, events, notes, details)
         else:
             cause = "undetermined"
-            summary = ("The JobManager lost its leadership, but these logs do not show why: no ZooKeeper connection "
-                       "states, Kubernetes API errors or second leader before the loss.")
+            summary = self.say(cause)
             patches = [self.ops_patch(
-                "collect the JobManager log and the HA backend's view",
-                "The JobManager's log of the minutes before the loss shows the HA backend's connection states; its GC "
-                "log shows pauses; ZooKeeper's server log or the Kubernetes API server's events show the other side.",
+                "collect the JobManager log and the HA backend's view", self.say("collect"),
                 snippet="grep -n -E 'State change:|Connection to ZooKeeper|KubernetesClientException|revoked' jobmanager.log\n"
                         "kubectl get events --field-selector involvedObject.kind=ConfigMap")]
         if lead.suspended_jobs:
             events.append(lead.suspended_jobs[0])
-            notes[len(events) - 1] = "the job was suspended with the leadership"
+            notes[len(events) - 1] = self.say("note suspended job")
         if recovered:
             details["leadership_regained_at"] = recovered[0].ts
-            summary += f" Leadership was granted again at {recovered[0].ts}; the jobs recover from their last checkpoint."
+            summary += " " + self.say("regained", ts=recovered[0].ts)
         confidence = {"two-leaders": 0.8, "zookeeper-session-timeout": 0.85, "kubernetes-api-failure": 0.8,
                       "undetermined": 0.4}[cause]
         if is_excerpt(incident) and not lead.grants:
             confidence = min(confidence, 0.5)
-            summary += " Unknown from this excerpt: the JobManager's own view of the HA backend."
+            summary += " " + self.say("excerpt")
         return [self.finding(cause, summary, events, notes=notes, confidence=confidence, patches=patches,
                              details=details)]
 
     def _zookeeper(self, incident, zk, gc, lead, events, notes, details, loss):
         first = zk[0]
         events.append(first)
-        notes[len(events) - 1] = "the ZooKeeper connection was suspended before the loss"
+        notes[len(events) - 1] = self.say("note suspended")
         lost = [ev for ev in zk if ha.ZK_LOST.search(ev.text)]
         timeouts = [ev for ev in zk if ev in lead.session_timeouts]
         if timeouts:
             events.append(timeouts[0])
-            notes[len(events) - 1] = "the client had not heard from ZooKeeper for longer than the session allows"
+            notes[len(events) - 1] = self.say("note session timeout")
         if lost:
             events.append(lost[0])
-            notes[len(events) - 1] = "the session expired: the leader's ephemeral node is gone"
+            notes[len(events) - 1] = self.say("note expired")
         if gc:
             events.append(gc[0])
-            notes[len(events) - 1] = f"a {_gc_seconds(gc[0]):.1f} s GC pause of the JobManager"
+            notes[len(events) - 1] = self.say("note gc", seconds=_gc_seconds(gc[0]))
         silent = ha.ZK_SESSION_TIMEOUT.search(timeouts[0].text) if timeouts else None
         unheard_ms = int(silent["ms"]) if silent else None
         session_ms = parse_duration_ms(incident.config.get(_ZK_TIMEOUT)) or 60000
@@ -173,30 +229,21 @@ class JmLeadershipLost(Detector):
         details.update({"session_timeout": f"{session_ms} ms", "tolerate_suspended_connections": tolerate,
                         "not_heard_from_zookeeper": f"{unheard_ms} ms" if unheard_ms else "not logged",
                         "jobmanager_gc_pause": f"{_gc_seconds(gc[0]):.1f} s" if gc else "none in these logs"})
-        why = (f"the JobManager paused for {_gc_seconds(gc[0]):.0f} s (GC)" if gc else
-               "the JobManager or its network to ZooKeeper stalled (no GC pause in these logs)")
-        summary = ("The JobManager's ZooKeeper connection was suspended"
-                   + (f" and its session expired (nothing heard for {unheard_ms} ms, session timeout {session_ms} ms)"
-                      if lost else " and the suspension alone revoked its leadership")
-                   + f": {why}. Its leadership was revoked and its jobs suspended.")
+        why = self.say("gc pause", seconds=_gc_seconds(gc[0])) if gc else self.say("stalled")
+        outcome = (self.say("session expired", unheard_ms=unheard_ms, session_ms=session_ms) if lost
+                   else self.say("suspension revoked"))
+        summary = self.say("zookeeper-session-timeout", outcome=outcome, why=why)
         patches = [self.ops_patch(
             "find what paused the JobManager or cut it from ZooKeeper",
-            ("A stop-the-world pause longer than the session timeout expires the session whatever the network does: "
-             "give the JobManager heap headroom (or a pause-bounded collector) and look for what fills it."
-             if gc else "Check the JobManager's GC log and the network to the ZooKeeper quorum (ZooKeeper's server "
-                        "logs show the expired session and any quorum trouble) for that time."),
+            self.say("remove the pause" if gc else "check gc and network"),
             snippet="grep -n -E 'Pause|Full GC' jobmanager-gc.log\necho srvr | nc <zookeeper-host> 2181")]
         if lost:
             target = max(2 * session_ms, (unheard_ms or 0) * 3 // 2, 120000)
             patches.append(self.flink_patch(
-                incident, _ZK_TIMEOUT, str(-(-target // 10000) * 10000),
-                "A longer session rides out pauses of this length; the ZooKeeper servers must allow it "
-                "(maxSessionTimeout, 20 × tickTime by default). A complement to removing the pause, not a cure."))
+                incident, _ZK_TIMEOUT, str(-(-target // 10000) * 10000), self.say("longer session")))
         elif not tolerate:
             patches.append(self.flink_patch(
-                incident, _ZK_TOLERATE, "true",
-                "The connection came back within the session, but a suspension alone revoked the leadership; "
-                "tolerating suspended connections keeps it until the session is actually lost."))
+                incident, _ZK_TOLERATE, "true", self.say("tolerate suspension")))
         if gc:
             heap = incident.config.get("jobmanager.memory.process.size")
             if heap:
@@ -204,36 +251,30 @@ class JmLeadershipLost(Detector):
                 size = parse_memory_size(heap) or 0
                 patches.append(self.flink_patch(
                     incident, "jobmanager.memory.process.size", format_size(max(2 * size, 2 << 30)),
-                    "More heap headroom shortens the JobManager's full collections."))
+                    self.say("heap headroom")))
         return summary, patches
 
     def _kubernetes(self, incident, k8s, events, notes, details):
         events.append(k8s[0])
-        notes[len(events) - 1] = "the Kubernetes API refused or failed the lease update"
+        notes[len(events) - 1] = self.say("note api failure")
         statuses = sorted({f"{code} {reason}".strip() for ev in k8s for code, reason in ha.k8s_statuses(ev.text)})
         deadline = next((ev for ev in k8s if ha.RENEW_DEADLINE.search(ev.text)), None)
         if deadline is not None and deadline is not k8s[0]:
             events.append(deadline)
-            notes[len(events) - 1] = "the renew deadline passed: the lease was given up"
+            notes[len(events) - 1] = self.say("note renew deadline")
         details["kubernetes_statuses"] = statuses or "not logged"
         lease = parse_duration_ms(incident.config.get(f"{_K8S}lease-duration")) or 15000
         renew = parse_duration_ms(incident.config.get(f"{_K8S}renew-deadline")) or 15000
-        summary = (f"Renewing the leader ConfigMap lease failed against the Kubernetes API ({len(k8s)} failure(s)"
-                   + (f", statuses {', '.join(statuses)}" if statuses else "") + ") until the renew deadline of "
-                   f"{renew // 1000} s passed: the JobManager gave up its leadership and its jobs were suspended.")
+        summary = self.say("kubernetes-api-failure", count=len(k8s), renew_s=renew // 1000,
+                           statuses=self.say("statuses", statuses=", ".join(statuses)) if statuses else "")
         patches = [self.ops_patch(
-            "check the Kubernetes API server and the JobManager's access to it",
-            "Look at the API server's latency and throttling (429, APF) and at other writers of the same ConfigMaps "
-            "(409 conflicts: a second deployment with the same cluster id, or an operator) at that time.",
+            "check the Kubernetes API server and the JobManager's access to it", self.say("check the api server"),
             snippet="kubectl get --raw /metrics | grep apiserver_flowcontrol_rejected_requests_total\n"
                     "kubectl get configmaps -l configmap-type=high-availability -o wide")]
         if renew < 60000:
-            patches.append(self.flink_patch(incident, f"{_K8S}lease-duration", "60 s",
-                                            "A longer lease lets a leader ride out a slow API server."))
-            patches.append(self.flink_patch(incident, f"{_K8S}renew-deadline", "60 s",
-                                            "Keep the renew deadline equal to the lease duration (at most)."))
-            patches.append(self.flink_patch(incident, f"{_K8S}retry-period", "5 s",
-                                            "Retry renewals well within the deadline."))
+            patches.append(self.flink_patch(incident, f"{_K8S}lease-duration", "60 s", self.say("longer lease")))
+            patches.append(self.flink_patch(incident, f"{_K8S}renew-deadline", "60 s", self.say("renew deadline")))
+            patches.append(self.flink_patch(incident, f"{_K8S}retry-period", "5 s", self.say("retry period")))
         details["lease_duration"] = f"{lease // 1000} s"
         return summary, patches
 
@@ -241,29 +282,22 @@ class JmLeadershipLost(Detector):
         if overlap:
             a, b = overlap[0]
             events += [a, b]
-            notes[len(events) - 2] = f"leader id {ha.leader_of(a)} granted in {a.file.rsplit('/', 1)[-1]}"
-            notes[len(events) - 1] = (f"leader id {ha.leader_of(b)} granted in {b.file.rsplit('/', 1)[-1]} while the "
-                                      "first had not been revoked")
+            notes[len(events) - 2] = self.say("note grant", leader=ha.leader_of(a), file=a.file.rsplit("/", 1)[-1])
+            notes[len(events) - 1] = self.say("note second grant", leader=ha.leader_of(b),
+                                              file=b.file.rsplit("/", 1)[-1])
         if lead.fencing:
             events.append(lead.fencing[0])
-            notes[len(events) - 1] = "a call of one leader rejected because another leader's id is expected"
+            notes[len(events) - 1] = self.say("note fencing")
         leaders = sorted({ha.leader_of(ev) for ev in lead.grants if ha.leader_of(ev)})
         details["leader_ids"] = leaders[:6]
         tolerate = (incident.config.get(_ZK_TOLERATE) or "false").lower() == "true"
-        summary = (f"Two JobManagers acted as leader at the same time ({len(leaders)} leader ids granted"
-                   + (", calls rejected for a leader id or fencing token that was no longer valid" if lead.fencing
-                      else "") + "): one kept leading after "
-                   "another had been elected, until its own leadership was revoked.")
+        summary = self.say("two-leaders", count=len(leaders), rejected=self.say("rejected") if lead.fencing else "")
         patches = [self.ops_patch(
-            "stop the stale JobManager and keep one leader per cluster id",
-            "Make sure only one JobManager deployment uses this high-availability.cluster-id and storage path, and "
-            "that a JobManager cut off from the HA backend stops leading (it must not keep running jobs).",
+            "stop the stale JobManager and keep one leader per cluster id", self.say("one leader"),
             snippet="grep -n -E 'granted leadership|revoked' jobmanager*.log")]
         if tolerate:
             patches.append(self.flink_patch(
-                incident, _ZK_TOLERATE, "false",
-                "With suspended connections tolerated, a JobManager cut off from ZooKeeper keeps its leadership until "
-                "its client declares the session lost, while the quorum has already elected another leader."))
+                incident, _ZK_TOLERATE, "false", self.say("do not tolerate suspension")))
         return summary, patches
 
 

@@ -116,6 +116,39 @@ class SqlConnectorMissing(Detector):
                                 "the jars of the session (`SHOW JARS;`, -j, pipeline.jars, `ls $FLINK_HOME/lib`)."),
     )
 
+    templates = {
+        "identifier-misspelled": "'{identifier}' is no {kind} Flink knows{available}: the closest available "
+                                 "identifier is '{closest}'. Correct the table's '{kind}' option.",
+        "datastream-jar-instead-of-sql-jar": "{where} has {jars} (the connector's DataStream jar) but not its SQL jar "
+                                             "{known}-<version>.jar, so no '{identifier}' factory is available"
+                                             "{available}. Use the flink-sql-connector jar, which bundles the client "
+                                             "library.",
+        "sql-client-without-jar": "The SQL client planned the statement without a jar for '{identifier}'{available}: "
+                                  "start it with -j {jar}-<version>.jar, run ADD JAR, or install the jar in lib/ of "
+                                  "the client and of the cluster.",
+        "connector-jar-missing": "{where} has no factory for the {kind} '{identifier}'{available}: {jar} is neither "
+                                 "in the job jar nor in lib/ (a job jar shaded without merging META-INF/services "
+                                 "loses it too).",
+        "undetermined": "No factory for '{identifier}', and the logs do not show what was available.",
+        "sql client": "The SQL client",
+        "program": "The program that planned the statement",
+        "available": " (available: {identifiers})",
+        "some connector jar": "<connector jar>",
+        "its jar": "its jar",
+        "excerpt": "This is an excerpt: where the statement was planned and which jars it had are unknown.",
+        "note no factory": "no {kind} factory for '{identifier}'",
+        "correct the identifier": "'{identifier}' is not an identifier any factory on the classpath declares; "
+                                  "'{closest}' is.",
+        "add the sql jar": "The SQL jar ({jar}) bundles the connector, its table factory and its client library; it "
+                           "must be where the statement is planned (the SQL client or the program) and on the "
+                           "cluster.",
+        "pipeline jars": "Ships the connector jar with every job of the session (SQL client, SQL gateway, Table API "
+                         "programs started from this configuration).",
+        "package the connector": "A Table API program finds factories through "
+                                 "META-INF/services/org.apache.flink.table.factories.Factory: package the connector "
+                                 "and merge the service files when shading.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         hits = [(ev, m) for ev, m in incident.find(NO_FACTORY)]
         if not hits:
@@ -148,7 +181,7 @@ class SqlConnectorMissing(Detector):
         excerpt = is_excerpt(incident) and not in_client
         same = [ev for ev, mm in hits if ev is not event and mm["id"] == identifier]
         evidence = [event] + same[:2]
-        notes = {0: f"no {kind} factory for '{identifier}'"}
+        notes = {0: self.say("note no factory", kind=kind, identifier=identifier)}
         details = {"identifier": identifier, "kind": kind, "interface": iface,
                    "available identifiers": available or "not in the logs",
                    "jar that serves it": known or "unknown", "planned by": "the SQL client" if in_client else
@@ -159,7 +192,7 @@ class SqlConnectorMissing(Detector):
             details["jars of the session"] = jars[:10]
         summary = self._summary(incident, cause, identifier, kind, available, known, closest, datastream, in_client)
         if excerpt:
-            summary += " This is an excerpt: where the statement was planned and which jars it had are unknown."
+            summary += " " + self.say("excerpt")
         confidence = (0.9 if cause != "undetermined" else 0.4) - (0.25 if excerpt else 0)
         patches = self._patches(incident, cause, identifier, known, closest, datastream, in_client)
         return [self.finding(cause, summary, evidence, confidence=confidence, patches=patches, notes=notes,
@@ -181,23 +214,20 @@ class SqlConnectorMissing(Detector):
         return out
 
     def _summary(self, incident, cause, identifier, kind, available, known, closest, datastream, in_client) -> str:
-        where = "The SQL client" if in_client else "The program that planned the statement"
-        avail = f" (available: {', '.join(available)})" if available else ""
+        where = self.say("sql client") if in_client else self.say("program")
+        avail = self.say("available", identifiers=", ".join(available)) if available else ""
         if cause == "identifier-misspelled":
-            return (f"'{identifier}' is no {kind} Flink knows{avail}: the closest available identifier is "
-                    f"'{closest}'. Correct the table's '{kind}' option.")
+            return self.say(cause, identifier=identifier, kind=kind, available=avail, closest=closest)
         if cause == "datastream-jar-instead-of-sql-jar":
-            return (f"{where} has {', '.join(datastream)} (the connector's DataStream jar) but not its SQL jar "
-                    f"{known}-<version>.jar, so no '{identifier}' factory is available{avail}. Use the "
-                    f"flink-sql-connector jar, which bundles the client library.")
+            return self.say(cause, where=where, jars=", ".join(datastream), known=known, identifier=identifier,
+                            available=avail)
         if cause == "sql-client-without-jar":
-            return (f"The SQL client planned the statement without a jar for '{identifier}'{avail}: start it with "
-                    f"-j {known or '<connector jar>'}-<version>.jar, run ADD JAR, or install the jar in lib/ of the "
-                    f"client and of the cluster.")
+            return self.say(cause, identifier=identifier, available=avail,
+                            jar=known or self.say("some connector jar"))
         if cause == "connector-jar-missing":
-            return (f"{where} has no factory for the {kind} '{identifier}'{avail}: {known or 'its jar'} is neither "
-                    f"in the job jar nor in lib/ (a job jar shaded without merging META-INF/services loses it too).")
-        return f"No factory for '{identifier}', and the logs do not show what was available."
+            return self.say(cause, where=where, kind=kind, identifier=identifier, available=avail,
+                            jar=known or self.say("its jar"))
+        return self.say("undetermined", identifier=identifier)
 
     def _patches(self, incident, cause, identifier, known, closest, datastream, in_client):
         version = incident.flink_version or "<flink version>"
@@ -205,13 +235,10 @@ class SqlConnectorMissing(Detector):
         out = []
         if cause == "identifier-misspelled":
             out.append(self.code_patch("correct the identifier", f"'connector' = '{closest}'",
-                                       f"'{identifier}' is not an identifier any factory on the classpath declares; "
-                                       f"'{closest}' is."))
+                                       self.say("correct the identifier", identifier=identifier, closest=closest)))
             return out
         out.append(self.ops_patch(
-            "add the connector's SQL jar",
-            f"The SQL jar ({jar}) bundles the connector, its table factory and its client library; it must be where "
-            f"the statement is planned (the SQL client or the program) and on the cluster.",
+            "add the connector's SQL jar", self.say("add the sql jar", jar=jar),
             snippet=(f"# SQL client: sql-client.sh -j /opt/flink/usrlib/{jar}\n"
                      f"ADD JAR '/opt/flink/usrlib/{jar}';\nSHOW JARS;\n"
                      f"# or for every session and job: cp {jar} $FLINK_HOME/lib/ (every JobManager and TaskManager)")
@@ -221,9 +248,7 @@ class SqlConnectorMissing(Detector):
             value = f"file:///opt/flink/usrlib/{jar}"
             if current and cause != "datastream-jar-instead-of-sql-jar":
                 value = f"{current};{value}"
-            out.append(self.flink_patch(incident, "pipeline.jars", value,
-                                        "Ships the connector jar with every job of the session (SQL client, SQL "
-                                        "gateway, Table API programs started from this configuration)."))
+            out.append(self.flink_patch(incident, "pipeline.jars", value, self.say("pipeline jars")))
         if cause == "connector-jar-missing":
             out.append(self.code_patch(
                 "package the connector in the job jar",
@@ -232,8 +257,7 @@ class SqlConnectorMissing(Detector):
                 + "</artifactId>\n  <version>…</version>  <!-- compile scope -->\n</dependency>\n"
                 "<!-- maven-shade-plugin: keep every factory's META-INF/services entry -->\n"
                 "<transformer implementation=\"org.apache.maven.plugins.shade.resource.ServicesResourceTransformer\"/>",
-                "A Table API program finds factories through META-INF/services/org.apache.flink.table.factories.Factory: "
-                "package the connector and merge the service files when shading."))
+                self.say("package the connector")))
         return out
 
 

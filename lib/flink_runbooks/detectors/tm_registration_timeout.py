@@ -104,6 +104,65 @@ class TmRegistrationTimeout(Detector):
                                 "for the JobManager service."),
     )
 
+    templates = {
+        "address-unresolvable-or-unbound": "The TaskManager dials {dialled} but the name {host} does not resolve "
+                                           "where it runs (UnknownHostException), so it never reached the "
+                                           "ResourceManager.",
+        "bound to loopback": "The JobManager bound its RPC port to {bind} (loopback) while the TaskManager dials "
+                             "{dialled}: connections from other hosts are refused.",
+        "dropped": "Connections to {dialled} time out instead of being refused: a firewall, network policy or a "
+                   "service without endpoints drops them.",
+        "wrong-rpc-address": "The TaskManager dials the ResourceManager at {dialled}, but the JobManager's RPC "
+                             "endpoint is {endpoint} (its own log): the TaskManager's jobmanager.rpc.{what} is wrong, "
+                             "so every attempt was refused until the registration timeout.",
+        "jobmanager-not-running": "The JobManager was not running while the TaskManager tried to register{log_end}"
+                                  "{registered_before}.",
+        "log end": " (its log ends with: {message})",
+        "registered before": "; the TaskManager had been registered at {dialled} before and lost the ResourceManager, "
+                             "so the address was right",
+        "undetermined": "The TaskManager could not reach the ResourceManager at {dialled}{refused}, but {seen}: "
+                        "whether the address is wrong or the JobManager was down cannot be told from these logs.",
+        "configured address": "its configured address",
+        "refused": " (connection refused)",
+        "no address or end": "the JobManager's log does not state its RPC address or its end",
+        "no jobmanager log": "there is no JobManager log",
+        "still retrying": "The TaskManager is still retrying ({count} failed attempts); it terminates when "
+                          "taskmanager.registration.timeout runs out.",
+        "unknown": "Unknown from these logs: {unknown}.",
+        "excerpt": "the JobManager's side (an excerpt of the TaskManager's log)",
+        "note gave up": "the TaskManager gave up after {duration} and terminated",
+        "note attempts": "{count} failed attempt(s) to reach the ResourceManager at {dialled}",
+        "note unresolvable": "the name {host} does not resolve where the TaskManager runs",
+        "note endpoint bound": "the JobManager's RPC endpoint: {endpoint}, bound to {bind}",
+        "note endpoint": "the JobManager's RPC endpoint: {endpoint}",
+        "note stopped": "the JobManager stopped before the TaskManager's attempts",
+        "note lost resourcemanager": "the TaskManager had been registered at {dialled} and lost the ResourceManager: "
+                                     "the address was right",
+        "note dropped": "connections time out instead of being refused: dropped on the way",
+        "note refused": "connection refused: nothing listens on that host and port",
+        "collect": "The JobManager's log of the same minutes says which address it bound ('Actor system started at') "
+                   "and whether it was running; compare it with the TaskManager's jobmanager.rpc.address/port.",
+        "rpc address": "The JobManager's RPC endpoint is {endpoint}; the TaskManager dials {host}. On Kubernetes use "
+                       "the JobManager's service name that resolves to it, in the TaskManagers' configuration.",
+        "rpc port": "The JobManager listens on port {port}; the TaskManager dials {dialled_port}.",
+        "same address": "The TaskManagers' configuration (or their -D / FlinkDeployment overrides) differs from the "
+                        "JobManager's: give both the same jobmanager.rpc.address and jobmanager.rpc.port, then "
+                        "restart the TaskManagers. A longer taskmanager.registration.timeout would only keep them "
+                        "retrying a wrong address.",
+        "check the name": "Check from the TaskManager's host that {host} resolves to the JobManager and that port "
+                          "{port} is open; on Kubernetes the JobManager's service must exist in the TaskManagers' "
+                          "namespace and select the JobManager pod.",
+        "bind host": "The JobManager binds its RPC port to {host}, which other hosts cannot reach.",
+        "announced name": "The JobManager announces itself as {host}; use a name the TaskManagers can resolve that "
+                          "leads to it (on Kubernetes the JobManager's service name, in the TaskManagers' namespace).",
+        "start the jobmanager": "Nothing listened at the ResourceManager's address: find in the JobManager's log (and "
+                                "its .out file, container status, exit code) why it stopped or failed to start, and "
+                                "start it; the TaskManagers register once it is up.",
+        "longer timeout": "A complement, not a fix: the TaskManagers gave up after {timeout}, shorter than a "
+                          "JobManager restart may take; with 5 min they wait for the restarted JobManager instead of "
+                          "terminating.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         findings = []
         for reg in rpc.registrations(incident):
@@ -121,9 +180,9 @@ class TmRegistrationTimeout(Detector):
         events: list[Event] = [reg.timeout] if reg.timeout else []
         notes: dict[int, str] = {}
         if reg.timeout:
-            notes[0] = f"the TaskManager gave up after {self._duration(reg)} and terminated"
+            notes[0] = self.say("note gave up", duration=self._duration(reg))
         if reg.attempts:
-            notes[len(events)] = f"{len(reg.attempts)} failed attempt(s) to reach the ResourceManager at {dialled}"
+            notes[len(events)] = self.say("note attempts", count=len(reg.attempts), dialled=dialled)
             events.append(reg.attempts[0])
         details = {
             "taskmanager_log": reg.file,
@@ -142,77 +201,64 @@ class TmRegistrationTimeout(Detector):
         if reg.unknown_host and dialled:
             cause = "address-unresolvable-or-unbound"
             events.append(reg.unknown_host[0])
-            notes[len(events) - 1] = f"the name {dialled.host} does not resolve where the TaskManager runs"
-            summary = (f"The TaskManager dials {dialled} but the name {dialled.host} does not resolve where it runs "
-                       "(UnknownHostException), so it never reached the ResourceManager.")
+            notes[len(events) - 1] = self.say("note unresolvable", host=dialled.host)
+            summary = self.say(cause, dialled=dialled, host=dialled.host)
             patches = self._unresolvable(incident, reg, dialled, jm)
         elif (dialled and jm.bind and rpc.is_loopback(jm.bind.host) and not rpc.is_loopback(dialled.host)
               and dialled.port == jm.bind.port):
             cause = "address-unresolvable-or-unbound"
-            summary = (f"The JobManager bound its RPC port to {jm.bind} (loopback) while the TaskManager dials "
-                       f"{dialled}: connections from other hosts are refused.")
+            summary = self.say("bound to loopback", bind=jm.bind, dialled=dialled)
             patches = self._unresolvable(incident, reg, dialled, jm)
             events.append(jm.started)
-            notes[len(events) - 1] = f"the JobManager's RPC endpoint: {jm.external}, bound to {jm.bind}"
+            notes[len(events) - 1] = self.say("note endpoint bound", endpoint=jm.external, bind=jm.bind)
         elif dialled and jm.external and (dialled.port != jm.external.port or
                                          (dialled.host != jm.external.host and not _same_host(dialled, jm))):
             cause = "wrong-rpc-address"
             what = "port" if dialled.port != jm.external.port and dialled.host == jm.external.host else "address"
-            summary = (f"The TaskManager dials the ResourceManager at {dialled}, but the JobManager's RPC endpoint "
-                       f"is {jm.external} (its own log): the TaskManager's jobmanager.rpc.{what} is wrong, so every "
-                       "attempt was refused until the registration timeout.")
+            summary = self.say(cause, dialled=dialled, endpoint=jm.external, what=what)
             patches = self._wrong_address(incident, reg, dialled, jm)
             events.append(jm.started)
-            notes[len(events) - 1] = f"the JobManager's RPC endpoint: {jm.external}"
+            notes[len(events) - 1] = self.say("note endpoint", endpoint=jm.external)
         elif ended or lost_rm:
             cause = "jobmanager-not-running"
             if ended:
                 events.append(ended[-1])
-                notes[len(events) - 1] = "the JobManager stopped before the TaskManager's attempts"
+                notes[len(events) - 1] = self.say("note stopped")
             if lost_rm:
                 events.append(lost_rm[0])
-                notes[len(events) - 1] = (f"the TaskManager had been registered at {dialled} and lost the "
-                                          "ResourceManager: the address was right")
-            summary = ("The JobManager was not running while the TaskManager tried to register"
-                       + (f" (its log ends with: {ended[-1].message[:120]})" if ended else "")
-                       + (f"; the TaskManager had been registered at {dialled} before and lost the ResourceManager, "
-                          "so the address was right" if lost_rm else "") + ".")
+                notes[len(events) - 1] = self.say("note lost resourcemanager", dialled=dialled)
+            summary = self.say(cause, log_end=self.say("log end", message=ended[-1].message[:120]) if ended else "",
+                               registered_before=self.say("registered before", dialled=dialled) if lost_rm else "")
             patches = self._jobmanager_down(incident, reg)
         elif reg.connect_timeouts and dialled:
             cause = "address-unresolvable-or-unbound"
             events.append(reg.connect_timeouts[0])
-            notes[len(events) - 1] = "connections time out instead of being refused: dropped on the way"
-            summary = (f"Connections to {dialled} time out instead of being refused: a firewall, network policy or a "
-                       "service without endpoints drops them.")
+            notes[len(events) - 1] = self.say("note dropped")
+            summary = self.say("dropped", dialled=dialled)
             patches = self._unresolvable(incident, reg, dialled, jm)
         else:
             cause = "undetermined"
-            seen = ("the JobManager's log does not state its RPC address or its end" if jm.started or jm.ended
-                    else "there is no JobManager log")
-            summary = (f"The TaskManager could not reach the ResourceManager at {dialled or 'its configured address'}"
-                       + (" (connection refused)" if reg.refused else "") + f", but {seen}: whether the address is "
-                       "wrong or the JobManager was down cannot be told from these logs.")
+            seen = self.say("no address or end") if jm.started or jm.ended else self.say("no jobmanager log")
+            summary = self.say(cause, dialled=dialled or self.say("configured address"),
+                               refused=self.say("refused") if reg.refused else "", seen=seen)
             patches = [self.ops_patch(
-                "collect the JobManager log",
-                "The JobManager's log of the same minutes says which address it bound ('Actor system started at') "
-                "and whether it was running; compare it with the TaskManager's jobmanager.rpc.address/port.",
+                "collect the JobManager log", self.say("collect"),
                 snippet="grep -n -E 'Actor system started at|Trying to start actor system|RECEIVED SIGNAL|"
                         "Terminating cluster entrypoint' jobmanager.log")]
         if reg.refused and cause != "address-unresolvable-or-unbound":
             events.append(reg.refused[0])
-            notes[len(events) - 1] = "connection refused: nothing listens on that host and port"
+            notes[len(events) - 1] = self.say("note refused")
         unknown = []
         if excerpt:
-            unknown.append("the JobManager's side (an excerpt of the TaskManager's log)")
+            unknown.append(self.say("excerpt"))
         confidence = {"wrong-rpc-address": 0.9, "address-unresolvable-or-unbound": 0.85,
                       "jobmanager-not-running": 0.85, "undetermined": 0.4}[cause]
         if excerpt:
             confidence = min(confidence, 0.5)
         if not reg.timeout:
-            summary += (f" The TaskManager is still retrying ({len(reg.attempts)} failed attempts); it terminates when "
-                        "taskmanager.registration.timeout runs out.")
+            summary += " " + self.say("still retrying", count=len(reg.attempts))
         if unknown:
-            summary += " Unknown from these logs: " + "; ".join(unknown) + "."
+            summary += " " + self.say("unknown", unknown="; ".join(unknown))
             details["unknown"] = unknown
         return self.finding(cause, summary, [e for e in events if e is not None], notes=notes, confidence=confidence,
                             patches=patches, details=details,
@@ -237,53 +283,40 @@ class TmRegistrationTimeout(Detector):
         if dialled.host != jm.external.host:
             patches.append(self._tm_patch(
                 incident, reg, "jobmanager.rpc.address", jm.external.host,
-                f"The JobManager's RPC endpoint is {jm.external}; the TaskManager dials {dialled.host}. On Kubernetes "
-                "use the JobManager's service name that resolves to it, in the TaskManagers' configuration."))
+                self.say("rpc address", endpoint=jm.external, host=dialled.host)))
         if dialled.port != jm.external.port:
             patches.append(self._tm_patch(
                 incident, reg, "jobmanager.rpc.port", str(jm.external.port),
-                f"The JobManager listens on port {jm.external.port}; the TaskManager dials {dialled.port}."))
+                self.say("rpc port", port=jm.external.port, dialled_port=dialled.port)))
         patches.append(self.ops_patch(
-            "make the TaskManagers use the JobManager's address",
-            "The TaskManagers' configuration (or their -D / FlinkDeployment overrides) differs from the JobManager's: "
-            "give both the same jobmanager.rpc.address and jobmanager.rpc.port, then restart the TaskManagers. A "
-            "longer taskmanager.registration.timeout would only keep them retrying a wrong address.",
+            "make the TaskManagers use the JobManager's address", self.say("same address"),
             snippet="grep -E 'jobmanager\\.rpc\\.(address|port)' taskmanager.log jobmanager.log"))
         return patches
 
     def _unresolvable(self, incident, reg, dialled, jm):
         patches = [self.ops_patch(
             "check the name and the service the TaskManagers dial",
-            f"Check from the TaskManager's host that {dialled.host} resolves to the JobManager and that port "
-            f"{dialled.port} is open; on Kubernetes the JobManager's service must exist in the TaskManagers' namespace "
-            "and select the JobManager pod.",
+            self.say("check the name", host=dialled.host, port=dialled.port),
             snippet=f"getent hosts {dialled.host}; nc -vz {dialled.host} {dialled.port}\n"
                     "kubectl get svc,endpoints -l component=jobmanager")]
         if jm.bind and rpc.is_loopback(jm.bind.host) and not rpc.is_loopback(dialled.host):
             patches.append(self.flink_patch(
-                incident, "jobmanager.bind-host", "0.0.0.0",
-                f"The JobManager binds its RPC port to {jm.bind.host}, which other hosts cannot reach."))
+                incident, "jobmanager.bind-host", "0.0.0.0", self.say("bind host", host=jm.bind.host)))
         if jm.external and jm.external.host != dialled.host:
             patches.append(self._tm_patch(
                 incident, reg, "jobmanager.rpc.address", jm.external.host,
-                f"The JobManager announces itself as {jm.external.host}; use a name the TaskManagers can resolve that "
-                "leads to it (on Kubernetes the JobManager's service name, in the TaskManagers' namespace)."))
+                self.say("announced name", host=jm.external.host)))
         return patches
 
     def _jobmanager_down(self, incident, reg):
         patches = [self.ops_patch(
-            "start the JobManager and find why it stopped",
-            "Nothing listened at the ResourceManager's address: find in the JobManager's log (and its .out file, "
-            "container status, exit code) why it stopped or failed to start, and start it; the TaskManagers register "
-            "once it is up.",
+            "start the JobManager and find why it stopped", self.say("start the jobmanager"),
             snippet="tail -n 50 jobmanager.log; kubectl describe pod -l component=jobmanager")]
         configured = duration_ms(reg.timeout_duration)
         if configured is not None and configured < 300000:
             patches.append(self.flink_patch(
                 incident, "taskmanager.registration.timeout", "5 min",
-                "A complement, not a fix: the TaskManagers gave up after "
-                f"{format_duration(configured)}, shorter than a JobManager restart may take; with 5 min they wait "
-                "for the restarted JobManager instead of terminating."))
+                self.say("longer timeout", timeout=format_duration(configured))))
         return patches
 
 
