@@ -110,6 +110,43 @@ class CheckpointAsyncMaterializeFailure(Detector):
                 "org.apache.flink.runtime.checkpoint.CheckpointException: Asynchronous task checkpoint failed."),
     )
 
+    templates = {
+        "task failed head": "The asynchronous snapshot{operator} for checkpoint(s) {ids} failed and failed the task, "
+                            "so the job restarted from its last completed checkpoint. ",
+        "declined head": "{count} checkpoint(s) ({ids}) failed in the asynchronous phase and were declined; the job "
+                         "kept running (tolerable-failed-checkpoints={tolerable}, longest run of failed checkpoints "
+                         "{streak}). ",
+        "of operator": " of {operator}",
+        "why": "Why: {cause}{more}",
+        "ended first by": " It was ended first by: {first}",
+        "deepest cause": " Deepest cause: {deepest}",
+        "ended note": "checkpoint {checkpoint} was already ended by this, before the write failed",
+        "write failed note": "checkpoint {checkpoint}: the asynchronous write failed{outcome}",
+        "and failed the task": " and failed the task",
+        "and was declined": ", the checkpoint was declined",
+        "same way note": "checkpoint {checkpoint} failed the same way",
+        "first failure": "The write failed only because the checkpoint had already been abandoned: fix what ended it "
+                         "first ({ended}).",
+        "ended unseen": "not in these logs; see checkpoint-expired or checkpoint-declined-task-not-ready",
+        "ended expired": "it expired; see checkpoint-expired",
+        "ended not ready": "{exception}; see checkpoint-declined-task-not-ready",
+        "ended declined": "{exception}; see the runbook of that decline",
+        "ended by another task": "a decline by another task; see the runbook of that decline",
+        "upgrade": "Since 1.9 (FLINK-11662) the CheckpointCoordinator ignores failures of checkpoints it already "
+                   "discarded, so this race no longer restarts the job.",
+        "state objects": "The asynchronous snapshot serializes state while the task keeps running: {deepest}. Do not "
+                         "mutate objects after putting them into state (update them through state.update with a new "
+                         "or copied object) and give state types a Flink serializer (POJO/Avro) instead of Kryo.",
+        "HDFS datanodes": "The checkpoint write failed in the HDFS pipeline: follow the hdfs-datanode-failure runbook "
+                          "for the datanode and client-side fixes.",
+        "decline instead of fail": "Flink <= 1.8 (what the task failure here shows): a failed snapshot then declines "
+                                   "the checkpoint instead of failing the task and restarting the job. Deprecated in "
+                                   "1.9, removed in 2.0; from 1.9 on this is the default behaviour.",
+        "tolerate": "Since 1.9 asynchronous failures count against this threshold; up to {streak} checkpoint(s) "
+                    "failed in a row here. Tolerating a few more keeps isolated storage hiccups from failing the job "
+                    "over.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         failures = snapshot_failures(incident, "async")
         if not failures:
@@ -125,7 +162,7 @@ class CheckpointAsyncMaterializeFailure(Detector):
         subject = failing or declined
         if not subject:
             return []
-        judged = [(f, *self._judge(incident, f)) for f in subject]
+        judged = [(f, *self._cause(incident, f)) for f in subject]
         lead, cause, prior, confidence = next((j for j in judged if j[1] != "undetermined"), judged[0])
         severity = "failure" if failing else "warning"
         legacy = is_legacy(incident, [ev for f in subject for ev in f.events])
@@ -136,16 +173,17 @@ class CheckpointAsyncMaterializeFailure(Detector):
         evidence: list[Event] = []
         notes: dict[int, str] = {}
         if prior is not None:
-            notes[len(evidence)] = f"checkpoint {lead.checkpoint_id} was already ended by this, before the write failed"
+            notes[len(evidence)] = self.say("ended note", checkpoint=lead.checkpoint_id)
             evidence.append(prior)
         culprit = max(lead.events, key=lambda e: len(e.chain))
-        notes[len(evidence)] = (f"checkpoint {lead.checkpoint_id}: the asynchronous write failed"
-                                + (" and failed the task" if lead.failed_task else ", the checkpoint was declined"))
+        notes[len(evidence)] = self.say(
+            "write failed note", checkpoint=lead.checkpoint_id,
+            outcome=self.say("and failed the task") if lead.failed_task else self.say("and was declined"))
         evidence.append(culprit)
         for f in subject:
             if f is not lead:
                 evidence.append(max(f.events, key=lambda e: len(e.chain)))
-                notes[len(evidence) - 1] = f"checkpoint {f.checkpoint_id} failed the same way"
+                notes[len(evidence) - 1] = self.say("same way note", checkpoint=f.checkpoint_id)
         details = {
             "failed_checkpoints": [f.checkpoint_id for f in subject],
             "task_failures": len(failing),
@@ -160,8 +198,24 @@ class CheckpointAsyncMaterializeFailure(Detector):
             "behaviour": ("fails the task (Flink <= 1.8)" if legacy else
                           "declines the checkpoint (Flink 1.9+)" if legacy is False else "version unknown"),
         }
+        ids = ", ".join(str(f.checkpoint_id) for f in subject[:6]) + (" …" if len(subject) > 6 else "")
+        operator = self.say("of operator", operator=lead.operator) if lead.operator else ""
+        if severity == "failure":
+            summary = self.say("task failed head", operator=operator, ids=ids)
+        else:
+            summary = self.say("declined head", count=len(subject), ids=ids,
+                               tolerable=tolerable if tolerable is not None else 0, streak=streak)
+        if cause == "checkpoint-discarded-while-writing" and prior is not None:
+            first = ((prior.root_cause.simple_name + ": " + prior.root_cause.message) if prior.root_cause
+                     else prior.message)
+            more = self.say("ended first by", first=first)
+        elif lead.cause:
+            more = self.say("deepest cause", deepest=lead.cause)
+        else:
+            more = ""
+        summary += self.say("why", cause=self.cause(cause).summary, more=more)
         return [self.finding(
-            cause, self._summary(cause, lead, subject, severity, prior, tolerable, streak), evidence,
+            cause, summary, evidence,
             confidence=confidence, severity=severity, notes=notes, details=details,
             patches=self._patches(incident, cause, lead, prior, legacy, streak, directory, severity),
         )]
@@ -174,7 +228,7 @@ class CheckpointAsyncMaterializeFailure(Detector):
             return False
         return any(ev.chain for ev in failure.events) or outcome in ("declined", "failed")
 
-    def _judge(self, incident: Incident, failure: SnapshotFailure) -> tuple[str, Event | None, float]:
+    def _cause(self, incident: Incident, failure: SnapshotFailure) -> tuple[str, Event | None, float]:
         text = failure.text
         if HDFS_FAILURE.search(text):
             return "hdfs-datanodes-bad", None, 0.85
@@ -192,74 +246,38 @@ class CheckpointAsyncMaterializeFailure(Detector):
             return "state-serialization-failure", None, 0.8
         return "undetermined", None, 0.5
 
-    def _summary(self, cause: str, lead: SnapshotFailure, subject: list[SnapshotFailure], severity: str,
-                 prior: Event | None, tolerable: int | None, streak: int) -> str:
-        ids = ", ".join(str(f.checkpoint_id) for f in subject[:6]) + (" …" if len(subject) > 6 else "")
-        op = f" of {lead.operator}" if lead.operator else ""
-        if severity == "failure":
-            head = (f"The asynchronous snapshot{op} for checkpoint(s) {ids} failed and failed the task, so the job "
-                    f"restarted from its last completed checkpoint. ")
-        else:
-            tol = tolerable if tolerable is not None else 0
-            head = (f"{len(subject)} checkpoint(s) ({ids}) failed in the asynchronous phase and were declined; the "
-                    f"job kept running (tolerable-failed-checkpoints={tol}, longest run of failed checkpoints "
-                    f"{streak}). ")
-        why = self.cause(cause).summary
-        if cause == "checkpoint-discarded-while-writing" and prior is not None:
-            first = (prior.root_cause.simple_name + ": " + prior.root_cause.message) if prior.root_cause else prior.message
-            why += f" It was ended first by: {first}"
-        elif lead.cause:
-            why += f" Deepest cause: {lead.cause}"
-        return head + "Why: " + why
-
     def _patches(self, incident: Incident, cause: str, lead: SnapshotFailure, prior: Event | None,
                  legacy: bool | None, streak: int, directory: str | None, severity: str):
         patches = []
         if cause == "checkpoint-discarded-while-writing":
             if prior is None:
-                first, runbook = "not in these logs", "checkpoint-expired or checkpoint-declined-task-not-ready"
+                ended = self.say("ended unseen")
             elif "expired" in prior.message:
-                first, runbook = "it expired", "checkpoint-expired"
-            elif prior.root_cause and "NotReady" in prior.root_cause.simple_name:
-                first, runbook = prior.root_cause.simple_name, "checkpoint-declined-task-not-ready"
+                ended = self.say("ended expired")
+            elif prior.root_cause is None:
+                ended = self.say("ended by another task")
+            elif "NotReady" in prior.root_cause.simple_name:
+                ended = self.say("ended not ready", exception=prior.root_cause.simple_name)
             else:
-                first = prior.root_cause.simple_name if prior.root_cause else "a decline by another task"
-                runbook = "the runbook of that decline"
-            patches.append(self.ops_patch(
-                "the first failure of the checkpoint",
-                f"The write failed only because the checkpoint had already been abandoned: fix what ended it first "
-                f"({first}; see {runbook})."))
+                ended = self.say("ended declined", exception=prior.root_cause.simple_name)
+            patches.append(self.ops_patch("the first failure of the checkpoint",
+                                          self.say("first failure", ended=ended)))
             if legacy is not False:
-                patches.append(self.ops_patch(
-                    "upgrade to Flink 1.9 or later",
-                    "Since 1.9 (FLINK-11662) the CheckpointCoordinator ignores failures of checkpoints it already "
-                    "discarded, so this race no longer restarts the job."))
+                patches.append(self.ops_patch("upgrade to Flink 1.9 or later", self.say("upgrade")))
         elif cause in ("storage-unwritable", "storage-io-error"):
             kind = (storage_error(lead.text) or ("io", ""))[0]
             patches += storage_actions(self, kind, lead.text, directory)
         elif cause == "state-serialization-failure":
-            patches.append(self.ops_patch(
-                "state objects and serializers",
-                f"The asynchronous snapshot serializes state while the task keeps running: {lead.cause}. Do not "
-                f"mutate objects after putting them into state (update them through state.update with a new or "
-                f"copied object) and give state types a Flink serializer (POJO/Avro) instead of Kryo."))
+            patches.append(self.ops_patch("state objects and serializers",
+                                          self.say("state objects", deepest=lead.cause)))
         elif cause == "hdfs-datanodes-bad":
-            patches.append(self.ops_patch(
-                "HDFS datanodes",
-                "The checkpoint write failed in the HDFS pipeline: follow the hdfs-datanode-failure runbook for the "
-                "datanode and client-side fixes."))
+            patches.append(self.ops_patch("HDFS datanodes", self.say("HDFS datanodes")))
         # Declining instead of failing suits transient causes; with a storage that refuses every write it would only
         # hide that no checkpoint completes any more.
         if legacy is not False and lead.failed_task and cause != "storage-unwritable":
-            patches.append(decline_instead_of_fail_patch(
-                self, "Flink <= 1.8 (what the task failure here shows): a failed snapshot then declines the "
-                      "checkpoint instead of failing the task and restarting the job. Deprecated in 1.9, removed "
-                      "in 2.0; from 1.9 on this is the default behaviour."))
+            patches.append(decline_instead_of_fail_patch(self, self.say("decline instead of fail")))
         # Tolerance only for failures that come and go: never for a store that refuses writes, a serializer that
         # fails on the same state every time, or a reason the logs do not show.
         if legacy is not True and cause in ("storage-io-error", "hdfs-datanodes-bad", "checkpoint-discarded-while-writing"):
-            patches += tolerance_patches(
-                self, incident, streak,
-                f"Since 1.9 asynchronous failures count against this threshold; up to {streak} checkpoint(s) failed "
-                f"in a row here. Tolerating a few more keeps isolated storage hiccups from failing the job over.")
+            patches += tolerance_patches(self, incident, streak, self.say("tolerate", streak=streak))
         return patches

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from flink_runbooks.evidence.checkpoints import CheckpointAttempt, checkpoint_history, last_completed_before
+from flink_runbooks.evidence.checkpoints import checkpoint_history, last_completed_before
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.evidence.snapshot_failures import (FLUSH_CLOSE, HDFS_FAILURE, OPEN_STREAM, ROCKSDB, ROCKSDB_LINK, STORAGE_CLIENT,
                                  SnapshotFailure, checkpoint_dir, decline_instead_of_fail_patch, is_legacy,
@@ -117,24 +117,64 @@ class CheckpointSyncPhaseFailure(Detector):
                 "org.apache.flink.runtime.checkpoint.CheckpointException: Task local checkpoint failure."),
     )
 
+    templates = {
+        "head": "The synchronous snapshot{operator} failed for checkpoint(s) {ids}; each failure failed the task, so "
+                "the job restarted {restart} and must replay and catch up everything since. ",
+        "of operator": " of {operator}",
+        "restart from": "from checkpoint {checkpoint} (completed {finished})",
+        "restart from last": "from its last completed checkpoint",
+        "why": "Why: {cause}{failing_code}{deepest}",
+        "failing code": " Failing code: {where}.",
+        "deepest cause": " Deepest cause: {deepest}",
+        "tolerance does not apply": " tolerable-failed-checkpoints does not apply to synchronous-phase failures: fix "
+                                    "the cause.",
+        "declined up to 1.8": " Up to Flink 1.8 setFailOnCheckpointingErrors(false) declines such checkpoints "
+                              "instead.",
+        "declining hides": " Up to Flink 1.8 setFailOnCheckpointingErrors(false) would decline such checkpoints "
+                           "instead, which would only hide this fault: fix the cause.",
+        "failed note": "checkpoint {checkpoint}: the synchronous snapshot failed and failed the task",
+        "same way note": "checkpoint {checkpoint} failed the same way",
+        "last completed note": "last completed checkpoint before the failure: {checkpoint}",
+        "HDFS datanodes": "The snapshot write failed in the HDFS pipeline: follow the hdfs-datanode-failure runbook "
+                          "for the datanode and client-side fixes.",
+        "hard links": "RocksDB's native checkpoint hard-links SST files inside its working directory; this file "
+                      "system refuses hard links. Follow rocksdb-hardlink-not-supported: put "
+                      "state.backend.rocksdb.localdir on a local disk.",
+        "local dir": "RocksDB could not write its native checkpoint into the local working directory ({localdir}): "
+                     "check its free space and that it is a local disk.",
+        "no local dir": "io.tmp.dirs, state.backend.rocksdb.localdir unset",
+        "sink target system": "The sink delivers buffered records at every checkpoint and the target system rejected "
+                              "them; fix the target (broker, cluster, database) or the sink's delivery settings named "
+                              "in the deepest cause.",
+        "job code": "{code} threw {exception}: snapshotState must not throw for data it can handle, because every "
+                    "throw fails the task and restarts the job. Hand this to the job's developers:",
+        "unknown code": "The job’s snapshotState",
+        "unknown exception": "an exception",
+        "full stack trace": "Read the TaskManager log of the failed task: the 'Caused by' below 'Could not complete "
+                            "snapshot' names what failed.",
+        "decline instead of fail": "Flink <= 1.8 only: a failed snapshot then declines the checkpoint instead of "
+                                   "failing the task. From 1.9 on no setting does this: synchronous-phase failures "
+                                   "always fail the task, and tolerable-failed-checkpoints does not count them.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         failures = snapshot_failures(incident, "sync")
         if not failures:
             return []
-        judged = [(f, *self._judge(f)) for f in failures]
+        judged = [(f, *self._cause(f)) for f in failures]
         lead, cause, confidence, where = next((j for j in judged if j[1] != "undetermined"), judged[0])
         history = checkpoint_history(incident)
         last_ok = last_completed_before(history, min((ev.ts for ev in lead.events if ev.ts), default=None))
         legacy = is_legacy(incident)
 
         evidence: list[Event] = [max(lead.events, key=lambda e: (len(e.chain), len(e.frames)))]
-        notes = {0: f"checkpoint {lead.checkpoint_id}: the synchronous snapshot failed and failed the task"}
+        notes = {0: self.say("failed note", checkpoint=lead.checkpoint_id)}
         for f in failures[1:4]:
             if f is not lead:
-                notes[len(evidence)] = f"checkpoint {f.checkpoint_id} failed the same way"
+                notes[len(evidence)] = self.say("same way note", checkpoint=f.checkpoint_id)
                 evidence.append(max(f.events, key=lambda e: len(e.chain)))
         if last_ok is not None and last_ok.events:
-            notes[len(evidence)] = f"last completed checkpoint before the failure: {last_ok.checkpoint_id}"
+            notes[len(evidence)] = self.say("last completed note", checkpoint=last_ok.checkpoint_id)
             evidence.append(last_ok.events[-1])
         details = {
             "failed_checkpoints": [f.checkpoint_id for f in failures],
@@ -146,13 +186,27 @@ class CheckpointSyncPhaseFailure(Detector):
             "last_completed_checkpoint": last_ok.checkpoint_id if last_ok else None,
             "tolerable_failed_checkpoints_applies": False,
         }
+        ids = ", ".join(str(f.checkpoint_id) for f in failures[:6]) + (" …" if len(failures) > 6 else "")
+        summary = self.say(
+            "head", ids=ids, operator=self.say("of operator", operator=lead.operator) if lead.operator else "",
+            restart=(self.say("restart from", checkpoint=last_ok.checkpoint_id, finished=last_ok.finished or "?")
+                     if last_ok else self.say("restart from last")))
+        summary += self.say("why", cause=self.cause(cause).summary,
+                            failing_code=self.say("failing code", where=where) if where else "",
+                            deepest=self.say("deepest cause", deepest=lead.cause) if lead.cause else "")
+        if legacy is False:
+            summary += self.say("tolerance does not apply")
+        elif cause in ("hdfs-datanodes-bad", "storage-write-failure"):
+            summary += self.say("declined up to 1.8")
+        else:
+            summary += self.say("declining hides")
         return [self.finding(
-            cause, self._summary(cause, lead, failures, last_ok, where, legacy), evidence,
+            cause, summary, evidence,
             confidence=confidence, notes=notes, details={k: v for k, v in details.items() if v is not None},
             patches=self._patches(incident, cause, lead, legacy, where),
         )]
 
-    def _judge(self, failure: SnapshotFailure) -> tuple[str, float, str | None]:
+    def _cause(self, failure: SnapshotFailure) -> tuple[str, float, str | None]:
         """(cause, confidence, the code that threw when a frame names it)."""
         text = failure.text
         frames = [m for ev in failure.events for line in ev.frames if (m := SNAPSHOT_FRAME.match(line))]
@@ -177,36 +231,11 @@ class CheckpointSyncPhaseFailure(Detector):
             return "user-code-failure", 0.6, None
         return "undetermined", 0.5, None
 
-    def _summary(self, cause: str, lead: SnapshotFailure, failures: list[SnapshotFailure],
-                 last_ok: CheckpointAttempt | None, where: str | None, legacy: bool | None) -> str:
-        ids = ", ".join(str(f.checkpoint_id) for f in failures[:6]) + (" …" if len(failures) > 6 else "")
-        op = f" of {lead.operator}" if lead.operator else ""
-        restart = (f"from checkpoint {last_ok.checkpoint_id} (completed {last_ok.finished or '?'})" if last_ok else
-                   "from its last completed checkpoint")
-        head = (f"The synchronous snapshot{op} failed for checkpoint(s) {ids}; each failure failed the task, so the "
-                f"job restarted {restart} and must replay and catch up everything since. ")
-        why = f"Why: {self.cause(cause).summary}"
-        if where:
-            why += f" Failing code: {where}."
-        if lead.cause:
-            why += f" Deepest cause: {lead.cause}"
-        if legacy is False:
-            tail = " tolerable-failed-checkpoints does not apply to synchronous-phase failures: fix the cause."
-        elif cause in ("hdfs-datanodes-bad", "storage-write-failure"):
-            tail = " Up to Flink 1.8 setFailOnCheckpointingErrors(false) declines such checkpoints instead."
-        else:
-            tail = (" Up to Flink 1.8 setFailOnCheckpointingErrors(false) would decline such checkpoints instead, "
-                    "which would only hide this fault: fix the cause.")
-        return head + why + tail
-
     def _patches(self, incident: Incident, cause: str, lead: SnapshotFailure, legacy: bool | None, where: str | None):
         text = lead.text
         patches = []
         if cause == "hdfs-datanodes-bad":
-            patches.append(self.ops_patch(
-                "HDFS datanodes",
-                "The snapshot write failed in the HDFS pipeline: follow the hdfs-datanode-failure runbook for the "
-                "datanode and client-side fixes."))
+            patches.append(self.ops_patch("HDFS datanodes", self.say("HDFS datanodes")))
         elif cause == "storage-write-failure":
             kind = (storage_error(text) or ("io", ""))[0]
             directory = checkpoint_dir(text) or _written_dir(text) or incident.config.get("execution.checkpointing.dir")
@@ -214,41 +243,29 @@ class CheckpointSyncPhaseFailure(Detector):
         elif cause == "rocksdb-native-checkpoint-failure":
             localdir = incident.config.get("state.backend.rocksdb.localdir")
             if ROCKSDB_LINK.search(text):
-                reason = ("RocksDB's native checkpoint hard-links SST files inside its working directory; this file "
-                          "system refuses hard links. Follow rocksdb-hardlink-not-supported: put "
-                          "state.backend.rocksdb.localdir on a local disk.")
+                reason = self.say("hard links")
             else:
-                reason = ("RocksDB could not write its native checkpoint into the local working directory "
-                          f"({localdir or 'io.tmp.dirs, state.backend.rocksdb.localdir unset'}): check its free "
-                          "space and that it is a local disk.")
+                reason = self.say("local dir", localdir=localdir or self.say("no local dir"))
             patches.append(self.ops_patch("RocksDB working directory", reason,
                                           snippet=f"df -h {localdir}" if localdir else None))
         elif cause == "connector-flush-failure":
             patches.append(self.ops_patch(
-                "sink target system",
-                "The sink delivers buffered records at every checkpoint and the target system rejected them; fix "
-                "the target (broker, cluster, database) or the sink's delivery settings named in the deepest cause.",
+                "sink target system", self.say("sink target system"),
                 snippet=f"Caused by: {lead.cause}" + (f"\n\tat {where}" if where else "")))
         elif cause == "user-code-failure":
             patches.append(self.ops_patch(
                 "job code",
-                f"{where or 'The job’s snapshotState'} threw {lead.cause or 'an exception'}: snapshotState must not "
-                f"throw for data it can handle, because every throw fails the task and restarts the job. Hand this "
-                f"to the job's developers:",
+                self.say("job code", code=where or self.say("unknown code"),
+                         exception=lead.cause or self.say("unknown exception")),
                 snippet=f"Caused by: {lead.cause}" + (f"\n\tat {where}" if where else "")))
         else:
             patches.append(self.ops_patch(
-                "full stack trace",
-                "Read the TaskManager log of the failed task: the 'Caused by' below 'Could not complete snapshot' "
-                "names what failed.",
+                "full stack trace", self.say("full stack trace"),
                 snippet=f'grep -n -A60 "Could not complete snapshot {lead.checkpoint_id} " taskmanager*.log'))
         # Declining instead of failing only bridges a storage outage; for a sink or the job's code it would hide
         # records that were never delivered or state that was never written.
         if legacy is not False and cause in ("hdfs-datanodes-bad", "storage-write-failure"):
-            patches.append(decline_instead_of_fail_patch(
-                self, "Flink <= 1.8 only: a failed snapshot then declines the checkpoint instead of failing the task. "
-                      "From 1.9 on no setting does this: synchronous-phase failures always fail the task, and "
-                      "tolerable-failed-checkpoints does not count them."))
+            patches.append(decline_instead_of_fail_patch(self, self.say("decline instead of fail")))
         return patches
 
 

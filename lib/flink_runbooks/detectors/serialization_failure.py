@@ -143,6 +143,41 @@ class SerializationFailure(Detector):
                                 "processed as GenericType), the record type's class and the JVM's Java version."),
     )
 
+    templates = {
+        "where client": "The client could not build or submit the job ({file}).",
+        "where taskmanager": "A task failed on the TaskManager ({file}).",
+        "where jobmanager": "The JobManager failed ({file}).",
+        "where unknown": "The job failed ({file}).",
+        "generic-types-disabled": "{where} Generic types are disabled (pipeline.generic-types: false) and {type} is "
+                                  "not a POJO, so Flink would need Kryo for it.{logged_why}",
+        "logged why": " Flink logged why: {why}",
+        "missing-add-opens": "{where} Java {java} refused access to {package} ({failure}): the process ran without "
+                             "Flink's --add-opens/--add-exports list, which Flink >= 1.18 ships in env.java.opts.all.",
+        "non-serializable-closure": "{where} A function of the job holds a field of class {field_class}, which is not "
+                                    "Serializable; Flink serializes every function into the job graph.",
+        "avro-null-field": "{where} An Avro record has null in field '{field}', which its schema does not allow.",
+        "not-a-pojo": "{where} Kryo failed ({failure}) on records of a type Flink logged as not a POJO ({types}): "
+                      "Kryo serializes it field by field and cannot read it back.",
+        "undetermined": "{where} A serializer failed ({failure}), but the logs do not show which type or why.",
+        "message note": "Flink's message: {detail}",
+        "why note": "Flink's own note why the type is not a POJO",
+        "jvm options note": "the JVM options this process logged at start-up{not_opened}",
+        "not opened": ": no --add-opens/--add-exports for {package}",
+        "kryo note": "Flink's note: this type goes through Kryo",
+        "pojo reason": "{type} is not a POJO (Flink's INFO says why): a POJO gets Flink's own serializer, which is "
+                       "faster than Kryo and supports schema evolution.",
+        "generic types reason": "Only if Kryo for this type is acceptable (slower, no state schema evolution): "
+                                "generic types were disabled precisely to catch such types.",
+        "add-opens reason": "The --add-opens/--add-exports list of Flink's default configuration: it opens {package} "
+                            "(and the other JDK packages Kryo and Flink reflect into) to every Flink JVM. Restart the "
+                            "cluster (the client reads it too) after changing it.",
+        "transient reason": "{field_class} cannot be serialized with the function: create it on the TaskManager in "
+                            "open() and mark the field transient.",
+        "avro reason": "The schema of field '{field}' has no null branch.",
+        "collect the client log": "The client log of the submission names every type Flink processes as GenericType "
+                                  "(TypeExtractor, INFO) and the Java version.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         found = failures(incident)
         if not found:
@@ -151,18 +186,43 @@ class SerializationFailure(Detector):
         same = [f for f in found if f.kind == first.kind]
         generics = generic_types(incident)
         views = jvm_views(incident)
-        cause, extra, notes, details = self._judge(incident, first, generics, views)
+        cause, extra, notes, details = self._cause(incident, first, generics, views)
         evidence = [first.event] + [ev for ev in extra if ev is not first.event]
-        notes = {0: f"Flink's message: {first.detail[:160]}", **notes}
+        notes = {0: self.say("message note", detail=first.detail[:160]), **notes}
         details = {"failure": first.detail[:300], "reports": len(same), **details}
         confidence = {"undetermined": 0.45}.get(cause, 0.9)
         if is_excerpt(incident):
             confidence = min(confidence, 0.7)
-        summary = self._summary(incident, cause, first, details)
+        ev = first.event
+        file = ev.file.rsplit("/", 1)[-1]
+        if file.endswith(".out") or "client" in file or ev.role == "client":
+            where = self.say("where client", file=file)
+        elif "taskexecutor" in file or ev.role == "taskmanager":
+            where = self.say("where taskmanager", file=file)
+        elif "standalonesession" in file or "jobmanager" in file or ev.role == "jobmanager":
+            where = self.say("where jobmanager", file=file)
+        else:
+            where = self.say("where unknown", file=file)
+        if cause == "generic-types-disabled":
+            logged_why = (self.say("logged why", why=details["why_not_a_pojo"].split(" - ", 1)[-1][:200])
+                          if "why_not_a_pojo" in details else "")
+            summary = self.say(cause, where=where, type=first.subject, logged_why=logged_why)
+        elif cause == "missing-add-opens":
+            summary = self.say(cause, where=where, java=details.get("java", "17+"), package=details["package"],
+                               failure=first.detail[:160])
+        elif cause == "non-serializable-closure":
+            summary = self.say(cause, where=where, field_class=first.subject)
+        elif cause == "avro-null-field":
+            summary = self.say(cause, where=where, field=first.subject)
+        elif cause == "not-a-pojo":
+            summary = self.say(cause, where=where, failure=first.detail[:160],
+                               types=", ".join(details["generic_types"]))
+        else:
+            summary = self.say("undetermined", where=where, failure=first.detail[:200])
         return [self.finding(cause, summary, evidence, confidence=confidence, notes=notes, details=details,
                              patches=self._patches(incident, cause, first, details))]
 
-    def _judge(self, incident: Incident, first: Report, generics, views):
+    def _cause(self, incident: Incident, first: Report, generics, views):
         notes: dict[int, str] = {}
         extra = []
         details: dict = {}
@@ -171,7 +231,7 @@ class SerializationFailure(Detector):
             why = next((g for g in generics if g.type == first.subject), None)
             if why:
                 extra.append(why.event)
-                notes[len(extra)] = "Flink's own note why the type is not a POJO"
+                notes[len(extra)] = self.say("why note")
                 details["why_not_a_pojo"] = why.event.message[:300]
             setting = incident.config.lookup("pipeline.generic-types")
             if setting:
@@ -186,9 +246,8 @@ class SerializationFailure(Detector):
                 details["failing_process_opens_it"] = opens_package(failing, package)
                 if failing.event is not None:
                     extra.append(failing.event)
-                    notes[len(extra)] = ("the JVM options this process logged at start-up"
-                                         + ("" if details["failing_process_opens_it"] else
-                                            f": no --add-opens/--add-exports for {package}"))
+                    not_opened = "" if details["failing_process_opens_it"] else self.say("not opened", package=package)
+                    notes[len(extra)] = self.say("jvm options note", not_opened=not_opened)
                 if details["failing_process_opens_it"]:
                     return "undetermined", extra, notes, details
             return "missing-add-opens", extra, notes, details
@@ -200,79 +259,34 @@ class SerializationFailure(Detector):
             return "avro-null-field", extra, notes, details
         if first.kind == "kryo" and generics:
             extra.append(generics[0].event)
-            notes[len(extra)] = "Flink's note: this type goes through Kryo"
+            notes[len(extra)] = self.say("kryo note")
             details["generic_types"] = sorted({g.type for g in generics})[:5]
             return "not-a-pojo", extra, notes, details
         return "undetermined", extra, notes, details
-
-    def _summary(self, incident: Incident, cause: str, first: Report, details: dict) -> str:
-        where = _where(first)
-        if cause == "generic-types-disabled":
-            text = (f"{where} Generic types are disabled (pipeline.generic-types: false) and {first.subject} is not a "
-                    f"POJO, so Flink would need Kryo for it.")
-            if "why_not_a_pojo" in details:
-                text += " Flink logged why: " + details["why_not_a_pojo"].split(" - ", 1)[-1][:200]
-            return text
-        if cause == "missing-add-opens":
-            return (f"{where} Java {details.get('java', '17+')} refused access to {details['package']} "
-                    f"({first.detail[:160]}): the process ran without Flink's --add-opens/--add-exports list, which "
-                    f"Flink >= 1.18 ships in env.java.opts.all.")
-        if cause == "non-serializable-closure":
-            return (f"{where} A function of the job holds a field of class {first.subject}, which is not "
-                    f"Serializable; Flink serializes every function into the job graph.")
-        if cause == "avro-null-field":
-            return f"{where} An Avro record has null in field '{first.subject}', which its schema does not allow."
-        if cause == "not-a-pojo":
-            return (f"{where} Kryo failed ({first.detail[:160]}) on records of a type Flink logged as not a POJO "
-                    f"({', '.join(details['generic_types'])}): Kryo serializes it field by field and cannot read it "
-                    f"back.")
-        return (f"{where} A serializer failed ({first.detail[:200]}), but the logs do not show which type or why.")
 
     def _patches(self, incident: Incident, cause: str, first: Report, details: dict):
         if cause in ("generic-types-disabled", "not-a-pojo"):
             name = (first.subject or (details.get("generic_types") or ["MyType"])[0]).rsplit(".", 1)[-1].split("$")[-1]
             out = [self.code_patch("make the type a POJO or declare its type information",
                                    POJO_SNIPPET.format(name=name),
-                                   f"{first.subject or name} is not a POJO (Flink's INFO says why): a POJO gets "
-                                   "Flink's own serializer, which is faster than Kryo and supports schema evolution.")]
+                                   self.say("pojo reason", type=first.subject or name))]
             if cause == "generic-types-disabled":
-                out.append(self.flink_patch(
-                    incident, "pipeline.generic-types", "true",
-                    "Only if Kryo for this type is acceptable (slower, no state schema evolution): generic types were "
-                    "disabled precisely to catch such types."))
+                out.append(self.flink_patch(incident, "pipeline.generic-types", "true",
+                                            self.say("generic types reason")))
             return out
         if cause == "missing-add-opens":
             v = incident.version_tuple
             key = "env.java.opts.all" if not v or tuple(v[:2]) >= (1, 17) else "env.java.opts"
-            return [self.flink_patch(
-                incident, key, JAVA17_OPENS,
-                f"The --add-opens/--add-exports list of Flink's default configuration: it opens "
-                f"{details.get('package', 'java.util')} (and the other JDK packages Kryo and Flink reflect into) to "
-                f"every Flink JVM. Restart the cluster (the client reads it too) after changing it.")]
+            return [self.flink_patch(incident, key, JAVA17_OPENS,
+                                     self.say("add-opens reason", package=details.get("package", "java.util")))]
         if cause == "non-serializable-closure":
             field = (first.subject or "Client").rsplit(".", 1)[-1].split("$")[-1]
             return [self.code_patch("make the field transient and create it in open()",
                                     TRANSIENT_SNIPPET.format(function="MyFunction", field=field),
-                                    f"{first.subject} cannot be serialized with the function: create it on the "
-                                    "TaskManager in open() and mark the field transient.")]
+                                    self.say("transient reason", field_class=first.subject))]
         if cause == "avro-null-field":
             return [self.code_patch("make the Avro field nullable or fill it",
                                     AVRO_SNIPPET.format(field=first.subject),
-                                    f"The schema of field '{first.subject}' has no null branch.")]
-        return [self.ops_patch("collect the client log",
-                               "The client log of the submission names every type Flink processes as GenericType "
-                               "(TypeExtractor, INFO) and the Java version.",
+                                    self.say("avro reason", field=first.subject))]
+        return [self.ops_patch("collect the client log", self.say("collect the client log"),
                                snippet="grep -n -E 'GenericType|JVM: ' log/flink-*-client-*.log")]
-
-
-def _where(first: Report) -> str:
-    ev = first.event
-    name = ev.file.rsplit("/", 1)[-1]
-    if name.endswith(".out") or "client" in name or ev.role == "client":
-        return f"The client could not build or submit the job ({name})."
-    if "taskexecutor" in name or ev.role == "taskmanager":
-        return f"A task failed on the TaskManager ({name})."
-    if "standalonesession" in name or "jobmanager" in name or ev.role == "jobmanager":
-        return f"The JobManager failed ({name})."
-    return f"The job failed ({name})."
-
