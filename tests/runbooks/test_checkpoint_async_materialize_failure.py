@@ -72,6 +72,14 @@ def test_reported_discarded_checkpoint_fails_the_task_on_1_8():
     assert any(p.key == "upgrade to Flink 1.9 or later" for p in finding.patches)
 
 
+def test_the_same_failure_on_a_release_that_only_declines_proposes_tolerance():
+    """From 1.9 the failure only declines the checkpoint: riding out the run of declines is the change to propose."""
+    [finding] = detect(DECLINE_DISCARDS_DIRECTORY.read_text(), version="1.17.2")
+    assert finding.root_cause.slug == "checkpoint-discarded-while-writing"
+    assert any(p.key == "execution.checkpointing.tolerable-failed-checkpoints" for p in finding.patches)
+    assert not any(p.key == "upgrade to Flink 1.9 or later" for p in finding.patches)
+
+
 def test_expiry_before_the_write_is_the_other_way_a_checkpoint_gets_discarded():
     text = "\n".join([
         trigger(118, 1),

@@ -64,7 +64,9 @@ class CheckpointAsyncMaterializeFailure(Detector):
                   "A decline/expiry/discard of the same checkpoint id precedes the failure, and the storage says the "
                   "file is gone ('Path doesn't exist', FileNotFoundException, 'No lease on').",
                   patches=("code:CheckpointConfig#setFailOnCheckpointingErrors",
-                           "ops:the first failure of the checkpoint", "ops:upgrade to Flink 1.9 or later"),
+                           "ops:the first failure of the checkpoint", "ops:upgrade to Flink 1.9 or later",
+                           "flink:execution.checkpointing.tolerable-failed-checkpoints",
+                           "code:CheckpointConfig#setTolerableCheckpointFailureNumber"),
                   versions="fails the task up to 1.8 (FLINK-11662); 1.9+ only declines the checkpoint"),
         RootCause("storage-unwritable",
                   "The checkpoint storage refused the write: permissions, a quota or a full disk.",
