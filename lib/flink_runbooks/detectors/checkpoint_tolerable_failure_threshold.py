@@ -120,6 +120,35 @@ class CheckpointTolerableFailureThreshold(Detector):
                 "org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold."),
     )
 
+    templates = {
+        "head": "The checkpoint failure threshold was exceeded {count} time(s) ({tolerance}), so the job failed "
+                "over. ",
+        "tolerance": "tolerable-failed-checkpoints={tolerable}",
+        "tolerance unset": "tolerable-failed-checkpoints unset (0)",
+        "undetermined": "Root cause undetermined: the failing checkpoints are not in the given logs.",
+        "why": "Why: {what} Checkpoint(s) {ids} failed with: {failure}",
+        "exceeded note": "the threshold was exceeded: the job fails over",
+        "failed note": "checkpoint {checkpoint} failed: {failure}",
+        "last completed note": "last completed checkpoint before the failure: {checkpoint}",
+        "storage permissions": "Make {ckpt_dir} writable for the user Flink runs as (and check free space/quota): no "
+                               "configuration change makes checkpoints succeed while the storage refuses writes, and "
+                               "tolerating failures would only postpone the failover.",
+        "storage health": "Fix the checkpoint storage errors shown in the evidence{tolerating}",
+        "bridges outages": "; tolerating a few failures only bridges short storage outages.",
+        "finalize repeats": "; a finalize failure repeats on every checkpoint until its cause is gone, so tolerating "
+                            "it would only hide it.",
+        "longer timeout": "Checkpoints expired: give them more time while the backpressure behind the slow alignment "
+                          "is fixed.",
+        "spaced interval": "Checkpoint less often so one finishes before the next is due (a production deployment "
+                           "hitting this threshold settled on 4 min with a 1 min pause). Costs: more to replay after "
+                           "a failover, and exactly-once sinks commit less often.",
+        "min pause": "Leave the job time to make progress between checkpoints so they do not pile up.",
+        "tolerate": "These failures come and go: let isolated ones pass instead of failing the job over on the first "
+                    "(consecutive failures still fail it). A mitigation, not a fix. Job code that calls "
+                    "setTolerableCheckpointFailureNumber overrides this key.",
+        "tolerate in code": "The same setting in job code (it wins over the configuration file when the job sets it).",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         exceeded = [ev for ev, _ in incident.find(TOLERABLE_FAILURES_EXCEEDED)]
         if not exceeded:
@@ -128,22 +157,31 @@ class CheckpointTolerableFailureThreshold(Detector):
         first = exceeded[0]
         streak = failed_streak_before(history, first)
         reason_text = _stated_reason(exceeded)
-        cause = _classify(streak, reason_text)
+        cause = _cause(streak, reason_text)
         if cause == "undetermined" and any("finalizeCheckpoint" in f for ev in exceeded for f in ev.frames):
             cause = "finalize-failure"
         tolerable = incident.config.get_int(TOLERABLE_KEY)
         evidence: list[Event] = [first]
-        notes = {0: "the threshold was exceeded: the job fails over"}
+        notes = {0: self.say("exceeded note")}
         if streak:
             culprit = next((e for e in streak[0].events if e.root_cause), streak[0].events[-1])
             evidence.append(culprit)
-            notes[1] = f"checkpoint {streak[0].checkpoint_id} failed: {streak[0].failure or streak[0].outcome}"
+            notes[1] = self.say("failed note", checkpoint=streak[0].checkpoint_id,
+                                failure=streak[0].failure or streak[0].outcome)
         last_ok = last_completed_before(history, first.ts, streak[0].job if streak else None)
         if last_ok and last_ok.events:
             evidence.append(last_ok.events[-1])
-            notes[len(evidence) - 1] = f"last completed checkpoint before the failure: {last_ok.checkpoint_id}"
+            notes[len(evidence) - 1] = self.say("last completed note", checkpoint=last_ok.checkpoint_id)
         evidence += [ev for ev in exceeded[1:3]]
-        summary = self._summary(cause, exceeded, streak, tolerable, reason_text)
+        summary = self.say("head", count=len(exceeded), tolerance=self.say("tolerance", tolerable=tolerable)
+                           if tolerable is not None else self.say("tolerance unset"))
+        if cause == "undetermined":
+            summary += self.say(cause)
+        else:
+            ids = ", ".join(str(a.checkpoint_id) for a in streak[:5])
+            summary += self.say("why", what=self.cause(cause).summary, ids=ids or "?",
+                                failure=next((a.failure for a in streak if a.failure), reason_text or ""))
+            summary = summary.rstrip(": ")
         return [self.finding(
             cause, summary, evidence,
             confidence=0.4 if cause == "undetermined" else 0.6 if not streak else 0.9,
@@ -158,67 +196,47 @@ class CheckpointTolerableFailureThreshold(Detector):
             },
         )]
 
-    def _summary(self, cause, exceeded, streak, tolerable, reason_text) -> str:
-        tol = f"tolerable-failed-checkpoints={tolerable}" if tolerable is not None else "tolerable-failed-checkpoints unset (0)"
-        head = (f"The checkpoint failure threshold was exceeded {len(exceeded)} time(s) ({tol}), "
-                f"so the job failed over. ")
-        if cause == "undetermined":
-            return head + "Root cause undetermined: the failing checkpoints are not in the given logs."
-        failure = next((a.failure for a in streak if a.failure), reason_text or "")
-        ids = ", ".join(str(a.checkpoint_id) for a in streak[:5])
-        what = self.cause(cause).summary
-        return head + f"Why: {what} Checkpoint(s) {ids or '?'} failed with: {failure}".rstrip(": ")
-
     def _patches(self, incident: Incident, cause: str, streak: list[CheckpointAttempt]):
         cfg = incident.config
         patches = []
         if cause == "storage-unwritable":
             ckpt_dir = cfg.get("execution.checkpointing.dir") or "<checkpoint dir>"
             patches.append(self.ops_patch(
-                "checkpoint storage permissions",
-                f"Make {ckpt_dir} writable for the user Flink runs as (and check free space/quota): no "
-                f"configuration change makes checkpoints succeed while the storage refuses writes, and tolerating "
-                f"failures would only postpone the failover.",
+                "checkpoint storage permissions", self.say("storage permissions", ckpt_dir=ckpt_dir),
                 snippet=storage_access_snippet(ckpt_dir)))
         if cause in ("storage-io-error", "finalize-failure"):
             patches.append(self.ops_patch(
                 "checkpoint storage health",
-                "Fix the checkpoint storage errors shown in the evidence"
-                + ("; tolerating a few failures only bridges short storage outages." if cause == "storage-io-error"
-                   else "; a finalize failure repeats on every checkpoint until its cause is gone, so tolerating it "
-                        "would only hide it.")))
+                self.say("storage health", tolerating=self.say("bridges outages") if cause == "storage-io-error"
+                         else self.say("finalize repeats"))))
         if cause == "checkpoint-expired":
             timeout = cfg.get_duration_ms("execution.checkpointing.timeout") or 600_000
             patches.append(self.flink_patch(
                 incident, "execution.checkpointing.timeout", format_duration(timeout * 2),
-                "Checkpoints expired: give them more time while the backpressure behind the slow alignment is fixed."))
+                self.say("longer timeout")))
             interval = cfg.get_duration_ms("execution.checkpointing.interval")
             min_pause = cfg.get_duration_ms("execution.checkpointing.min-pause") or 0
             spaced = max(interval or 0, SPACED_INTERVAL_MS)
             if interval is not None and interval < SPACED_INTERVAL_MS:
                 patches.append(self.flink_patch(
                     incident, "execution.checkpointing.interval", format_duration(SPACED_INTERVAL_MS),
-                    "Checkpoint less often so one finishes before the next is due (a production deployment hitting "
-                    "this threshold settled on 4 min with a 1 min pause). Costs: more to replay after a failover, "
-                    "and exactly-once sinks commit less often."))
+                    self.say("spaced interval")))
             wanted = max(SPACED_MIN_PAUSE_MS, spaced // 4)
             if wanted > min_pause:
                 patches.append(self.flink_patch(
                     incident, "execution.checkpointing.min-pause", format_duration(wanted),
-                    "Leave the job time to make progress between checkpoints so they do not pile up."))
+                    self.say("min pause")))
         if cause in TRANSIENT:
             tolerable = cfg.get_int(TOLERABLE_KEY) or 0
             # Already tolerant: the failures are not isolated, and raising it again on every incident hides them.
             if tolerable < DEFAULT_TOLERABLE:
                 patches.append(self.flink_patch(
                     incident, TOLERABLE_KEY, str(DEFAULT_TOLERABLE),
-                    "These failures come and go: let isolated ones pass instead of failing the job over on the first "
-                    "(consecutive failures still fail it). A mitigation, not a fix. Job code that calls "
-                    "setTolerableCheckpointFailureNumber overrides this key."))
+                    self.say("tolerate")))
                 patches.append(self.code_patch(
                     "CheckpointConfig#setTolerableCheckpointFailureNumber",
                     f"env.getCheckpointConfig().setTolerableCheckpointFailureNumber({DEFAULT_TOLERABLE});",
-                    "The same setting in job code (it wins over the configuration file when the job sets it)."))
+                    self.say("tolerate in code")))
         return patches
 
 
@@ -250,7 +268,7 @@ def _stated_reason(exceeded: list[Event]) -> str | None:
     return None
 
 
-def _classify(streak: list[CheckpointAttempt], stated: str | None) -> str:
+def _cause(streak: list[CheckpointAttempt], stated: str | None) -> str:
     texts = []
     for att in streak:
         texts += [att.failure or ""] + [ev.text for ev in att.events]

@@ -190,6 +190,41 @@ class KafkaClientTimeout(Detector):
                                 "host `kafka-broker-api-versions.sh --bootstrap-server <bootstrap.servers>`."),
     )
 
+    templates = {
+        "head": "A Kafka client's error failed the job: {failure}. {verdict}{extra}",
+        "advertised-listeners-unreachable": " The bootstrap servers ({bootstrap}) answered, but the brokers they "
+                                            "advertise ({advertised}) cannot be reached from the TaskManagers.",
+        "brokers-unreachable": " Unreachable: {brokers}.",
+        "not-authorized": " Refused: {refused}.",
+        "topic-missing": " Raising client timeouts would only make the job wait longer for a topic that is not there.",
+        "authentication-failed": " Raising client timeouts would not help: every connection is refused.",
+        "excerpt": "The Kafka client could not connect to {brokers}. Whether it gave up (a failed task) or "
+                   "reconnected (a broker restart it rode out) is not in this excerpt. {verdict}",
+        "failure note": "the Kafka client's failure that failed the task",
+        "before note": "what the client logged before it gave up",
+        "connection note": "a connection the client could not make",
+        "credentials": "Compare the job's security.protocol, sasl.mechanism and sasl.jaas.config with what the "
+                       "brokers' listener expects (now: {security}); a rotated password or a wrong SCRAM/PLAIN "
+                       "mechanism gives exactly this. Pass secrets through the deployment's secret store, never in "
+                       "the job's code.",
+        "security unknown": "not in the logs",
+        "grant ACLs": "The broker refused {refused}: grant the job's principal the operations it needs (Read and "
+                      "Describe on the source topics and its consumer group, Write and Describe on the sink topics, "
+                      "Write/Describe on the transactional id for exactly-once sinks).",
+        "create the topic": "Create the topic with the partitions and replication the job expects, or correct the "
+                            "topic name (and the cluster the job connects to). Relying on broker-side auto-creation "
+                            "hides typos.",
+        "advertise reachable addresses": "The brokers advertise {hosts}, which the TaskManagers cannot resolve or "
+                                         "reach. Give the brokers a listener whose advertised address is reachable "
+                                         "from where Flink runs (an external listener for clients outside the Kafka "
+                                         "network), and point bootstrap.servers at that listener.",
+        "check the route": "Check the bootstrap.servers addresses and ports, DNS, firewalls and security groups "
+                           "between the TaskManager hosts (and the JobManager, where a KafkaSource's enumerator lists "
+                           "partitions) and the brokers, and that the brokers are up.",
+        "test the brokers": "Nothing in the logs says why the client timed out: test the connection and the client's "
+                            "settings from where the TaskManagers run.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         faults = _kafka_failures(incident)
         if not faults:
@@ -212,7 +247,7 @@ class KafkaClientTimeout(Detector):
             details["waiting_for"] = (f"the position of {timeout['tp']}" if "tp" in timeout.groupdict()
                                       and timeout["tp"] else "topic metadata")
         evidence = [fault]
-        notes = {0: "the Kafka client's failure that failed the task"}
+        notes = {0: self.say("failure note")}
         auth = AUTHENTICATION.search(text)
         authz = AUTHORIZATION.search(fault.text) or AUTHORIZATION.search(text)
         missing = TOPIC_MISSING.search(text)
@@ -248,7 +283,7 @@ class KafkaClientTimeout(Detector):
         else:
             cause = "undetermined"
         for i in range(1, len(evidence)):
-            notes.setdefault(i, "what the client logged before it gave up")
+            notes.setdefault(i, self.say("before note"))
         excerpt = is_excerpt(incident)
         confidence = (0.5 if cause == "undetermined" else 0.85) - (0.15 if excerpt else 0.0)
         summary = self._summary(cause, fault, details)
@@ -275,29 +310,25 @@ class KafkaClientTimeout(Detector):
             details = {"bootstrap_servers": sorted(bootstrap)} if bootstrap else {}
         details["unreachable_brokers"] = [f"node {p.node}: {p.host}" for p in shown]
         details["outcome"] = "unknown (no failure and nothing after the warnings in this excerpt)"
-        summary = (f"The Kafka client could not connect to {'; '.join(details['unreachable_brokers'])}. Whether it "
-                   "gave up (a failed task) or reconnected (a broker restart it rode out) is not in this excerpt. "
-                   + self.cause(cause).summary)
+        summary = self.say("excerpt", brokers="; ".join(details["unreachable_brokers"]),
+                           verdict=self.cause(cause).summary)
         return [self.finding(cause, summary, [p.event for p in shown[:3]],
-                             notes={i: "a connection the client could not make" for i in range(3)}, confidence=0.35,
+                             notes={i: self.say("connection note") for i in range(3)}, confidence=0.35,
                              patches=self._patches(cause, details, configs), details=details)]
 
     def _summary(self, cause: str, fault: Event, details: dict) -> str:
-        head = f"A Kafka client's error failed the job: {_deepest(fault)[:240].rstrip('.')}. "
         extra = ""
         if cause == "advertised-listeners-unreachable":
-            extra = (f" The bootstrap servers ({', '.join(details.get('bootstrap_servers', []))}) answered, but the "
-                     f"brokers they advertise ({', '.join(details.get('advertised_hosts', []))}) cannot be reached "
-                     "from the TaskManagers.")
+            extra = self.say(cause, bootstrap=", ".join(details.get("bootstrap_servers", [])),
+                             advertised=", ".join(details.get("advertised_hosts", [])))
         elif cause == "brokers-unreachable":
-            extra = f" Unreachable: {'; '.join(details.get('unreachable_brokers', []))}."
+            extra = self.say(cause, brokers="; ".join(details.get("unreachable_brokers", [])))
         elif cause == "not-authorized":
-            extra = f" Refused: {details.get('refused')}."
-        elif cause == "topic-missing":
-            extra = " Raising client timeouts would only make the job wait longer for a topic that is not there."
-        elif cause == "authentication-failed":
-            extra = " Raising client timeouts would not help: every connection is refused."
-        return head + self.cause(cause).summary + extra
+            extra = self.say(cause, refused=details.get("refused"))
+        elif cause in ("topic-missing", "authentication-failed"):
+            extra = self.say(cause)
+        return self.say("head", failure=_deepest(fault)[:240].rstrip("."), verdict=self.cause(cause).summary,
+                        extra=extra)
 
     def _patches(self, cause: str, details: dict, configs: list[ClientConfig]):
         servers = ",".join(details.get("bootstrap_servers", [])) or "<bootstrap.servers>"
@@ -305,24 +336,17 @@ class KafkaClientTimeout(Detector):
             sec = details.get("security") or {}
             return [self.ops_patch(
                 "check the client credentials",
-                "Compare the job's security.protocol, sasl.mechanism and sasl.jaas.config with what the brokers' "
-                f"listener expects (now: {', '.join(f'{k}={v}' for k, v in sec.items()) or 'not in the logs'}); a "
-                "rotated password or a wrong SCRAM/PLAIN mechanism gives exactly this. Pass secrets through the "
-                "deployment's secret store, never in the job's code.",
+                self.say("credentials", security=", ".join(f"{k}={v}" for k, v in sec.items())
+                         or self.say("security unknown")),
                 snippet=f"kafka-broker-api-versions.sh --bootstrap-server {servers} --command-config client.properties")]
         if cause == "not-authorized":
             return [self.ops_patch(
-                "grant the missing ACLs",
-                f"The broker refused {details.get('refused')}: grant the job's principal the operations it needs "
-                "(Read and Describe on the source topics and its consumer group, Write and Describe on the sink "
-                "topics, Write/Describe on the transactional id for exactly-once sinks).",
+                "grant the missing ACLs", self.say("grant ACLs", refused=details.get("refused")),
                 snippet=f"kafka-acls.sh --bootstrap-server {servers} --add --allow-principal User:<job principal> \\\n"
                         "  --operation Read --operation Describe --topic <topic> --group <group.id>")]
         if cause == "topic-missing":
             return [self.ops_patch(
-                "create the topic or fix its name",
-                "Create the topic with the partitions and replication the job expects, or correct the topic name "
-                "(and the cluster the job connects to). Relying on broker-side auto-creation hides typos.",
+                "create the topic or fix its name", self.say("create the topic"),
                 snippet=f"kafka-topics.sh --bootstrap-server {servers} --list\n"
                         f"kafka-topics.sh --bootstrap-server {servers} --create --topic <topic> --partitions <n> "
                         "--replication-factor 3")]
@@ -330,9 +354,7 @@ class KafkaClientTimeout(Detector):
             hosts = ", ".join(details.get("advertised_hosts", []))
             return [self.ops_patch(
                 "advertise addresses the TaskManagers can reach",
-                f"The brokers advertise {hosts}, which the TaskManagers cannot resolve or reach. Give the brokers a "
-                "listener whose advertised address is reachable from where Flink runs (an external listener for "
-                "clients outside the Kafka network), and point bootstrap.servers at that listener.",
+                self.say("advertise reachable addresses", hosts=hosts),
                 snippet="# server.properties of broker <id>\nlisteners=INTERNAL://0.0.0.0:9092,EXTERNAL://0.0.0.0:9094\n"
                         "advertised.listeners=INTERNAL://<internal host>:9092,EXTERNAL://<address reachable from "
                         "Flink>:9094\nlistener.security.protocol.map=INTERNAL:PLAINTEXT,EXTERNAL:SASL_SSL\n"
@@ -340,17 +362,12 @@ class KafkaClientTimeout(Detector):
                         f"kafka-broker-api-versions.sh --bootstrap-server {servers}")]
         if cause == "brokers-unreachable":
             return [self.ops_patch(
-                "check the route from the TaskManagers to the brokers",
-                "Check the bootstrap.servers addresses and ports, DNS, firewalls and security groups between the "
-                "TaskManager hosts (and the JobManager, where a KafkaSource's enumerator lists partitions) and the "
-                "brokers, and that the brokers are up.",
+                "check the route from the TaskManagers to the brokers", self.say("check the route"),
                 snippet="# from a TaskManager host or pod\n"
                         + "".join(f"nc -vz {h} <port>\n" for h in details.get("bootstrap_servers", ["<broker>"]))
                         + f"kafka-broker-api-versions.sh --bootstrap-server {servers}")]
         return [self.ops_patch(
-            "test the brokers from a TaskManager host",
-            "Nothing in the logs says why the client timed out: test the connection and the client's settings from "
-            "where the TaskManagers run.",
+            "test the brokers from a TaskManager host", self.say("test the brokers"),
             snippet=f"kafka-broker-api-versions.sh --bootstrap-server {servers}")]
 
 

@@ -135,6 +135,68 @@ class StateRestoreFilesMissing(Detector):
                   next_evidence=_NEXT),
     )
 
+    templates = {
+        "head": "The job cannot be restored from its snapshot: {what}{consequence} ",
+        "no metadata": "the snapshot {snapshot} has no _metadata file",
+        "no snapshot": "the snapshot {snapshot} does not exist",
+        "missing file": "the state file {path} does not exist",
+        "refused": " (the JobManager refused the submission).",
+        "every attempt fails": ", so every restore attempt fails the task.",
+        "not-a-snapshot-path": "That path is a directory that holds snapshots (the job's checkpoint directory or the "
+                               "checkpoint root), not a snapshot: restore one of its chk-N directories (the newest "
+                               "complete one) or a savepoint directory. Nothing was deleted.",
+        "checkpoint-dir-not-shared": "The checkpoint directory is a local path ({local_dir}) while the TaskManagers "
+                                     "run on {count} host(s) ({hosts}): each wrote its state to its own disk, so a "
+                                     "restore on another host finds nothing. Checkpoints and savepoints need a file "
+                                     "system every host shares (S3, HDFS, GCS, an NFS mounted at the same path).",
+        "claim-mode-deleted": "The snapshot was restored in CLAIM mode before: the job that restored it owned it and "
+                              "deleted it once newer checkpoints subsumed it. Restore that job's newest checkpoint "
+                              "instead, and restore shared snapshots in NO_CLAIM mode.",
+        "files-deleted": "{when}{who}{shared}Restore from another complete snapshot; the one named is unusable.",
+        "complete when written": "It was complete when written (these logs show it), so files were removed "
+                                 "afterwards: ",
+        "removed after writing": "Files were removed after the snapshot was written: ",
+        "savepoint deleted": "Flink never deletes a savepoint, so a person, a clean-up job, an object-store lifecycle "
+                             "rule or another job cleaning the directory removed them. ",
+        "checkpoint deleted": "retention of older checkpoints (subsumed ones are deleted), an object-store lifecycle "
+                              "rule, a clean-up job, or a person or another job cleaning the directory. ",
+        "shared files": "Incremental checkpoints keep referencing files under shared/ that were written many "
+                        "checkpoints ago: a lifecycle rule or clean-up that removes 'old' files breaks the newest "
+                        "checkpoint. ",
+        "undetermined": "The logs do not show why: a mistyped path, a snapshot of another job, or a removed one. Root "
+                        "cause undetermined.",
+        "claimed note": "an earlier job restored this snapshot in CLAIM mode{configured}: it owned the snapshot and "
+                        "deleted it once subsumed",
+        "configured claim": " ({key}: CLAIM)",
+        "complete note": "the snapshot was complete when it was written",
+        "submission note": "the submission names the snapshot",
+        "no-metadata note": "the snapshot directory has no _metadata",
+        "no-snapshot note": "the snapshot directory does not exist",
+        "missing-file note": "a state file the restore needs does not exist",
+        "next attempt note": "the next attempt fails the same way",
+        "restore a snapshot": "A snapshot is a directory with a _metadata file: a chk-N under the job's checkpoint "
+                              "directory, or a savepoint-… directory. Pick the newest one that has _metadata.",
+        "shared checkpoints": "A directory every JobManager and TaskManager host reads and writes (S3, HDFS, GCS, or "
+                              "an NFS mounted at the same path everywhere); a local path only works on a single host.",
+        "shared savepoints": "Savepoints have the same need: every host writes its part of the savepoint.",
+        "share the directory": "Until the storage is shared, the state written on each host is only on that host: "
+                               "copy every host's part of the snapshot into one place only if a restore must succeed "
+                               "now.",
+        "restore the claimer's": "The job that restored the snapshot in CLAIM mode owns its successors: restore its "
+                                 "newest retained checkpoint (or a savepoint of it).",
+        "no claim": "NO_CLAIM (the default) never deletes the restored snapshot: the new job takes its own full "
+                    "checkpoint first. Use CLAIM only when no one else restores that snapshot again.",
+        "restore another": "This snapshot is incomplete; start from another complete one (the newest retained "
+                           "checkpoint or a savepoint, which is self-contained) after checking its files exist.",
+        "stop deleting": "Exclude the checkpoint directory from object-store lifecycle/expiration rules and clean-up "
+                         "scripts: Flink deletes what it no longer needs itself.{shared}",
+        "shared references": " Incremental checkpoints reference files under shared/ for as long as any retained "
+                             "checkpoint uses them, whatever their age.",
+        "retain more": "Keep several complete checkpoints (now {retained}) so that another one is there when the "
+                       "newest cannot be restored; retention deletes subsumed ones, so do not restore a chk-N older "
+                       "than the retained ones.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         failures = self._failures(incident)
         if not failures:
@@ -196,20 +258,17 @@ class StateRestoreFilesMissing(Detector):
         }
         evidence, notes, add = evidence_trail()
         if claims:
-            add(claims[0], "an earlier job restored this snapshot in CLAIM mode" + (
-                f" ({CLAIM_MODE_KEY}: CLAIM)" if configured_claim else "") + ": it owned the snapshot and deleted it "
-                "once subsumed")
+            add(claims[0], self.say("claimed note", configured=self.say("configured claim", key=CLAIM_MODE_KEY)
+                                    if configured_claim else ""))
         if completed is not None:
-            add(completed, "the snapshot was complete when it was written")
+            add(completed, self.say("complete note"))
         start = next((s for s in reversed(starts) if _same(s.path, snapshot)), None)
-        add(start.event if start else None, "the submission names the snapshot")
-        add(event, {"no-metadata": "the snapshot directory has no _metadata",
-                    "no-snapshot": "the snapshot directory does not exist",
-                    "missing-file": "a state file the restore needs does not exist"}[kind])
+        add(start.event if start else None, self.say("submission note"))
+        add(event, self.say(f"{kind} note"))
         later = next((ev for ev, k, _ in failures if ev is not event and k == kind and ev.role == event.role
                       and _attempt_of(ev) not in (None, _attempt_of(event))), None)
         if later is not None and kind == "missing-file":
-            add(later, "the next attempt fails the same way")
+            add(later, self.say("next attempt note"))
         summary = self._summary(cause, kind, missing, snapshot, hosts, local_dir, claims, shared_file, completed)
         patches = self._patches(incident, cause, snapshot, claims, local_dir, shared_file)
         return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
@@ -260,97 +319,61 @@ class StateRestoreFilesMissing(Detector):
     # -- text -----------------------------------------------------------------------------------------------------
 
     def _summary(self, cause, kind, missing, snapshot, hosts, local_dir, claims, shared_file, completed) -> str:
-        what = {"no-metadata": f"the snapshot {snapshot} has no _metadata file",
-                "no-snapshot": f"the snapshot {snapshot or missing} does not exist",
-                "missing-file": f"the state file {missing} does not exist"}[kind]
-        head = ("The job cannot be restored from its snapshot: " + what
-                + (" (the JobManager refused the submission)." if kind != "missing-file"
-                   else ", so every restore attempt fails the task.") + " ")
-        if cause == "not-a-snapshot-path":
-            return head + ("That path is a directory that holds snapshots (the job's checkpoint directory or the "
-                           "checkpoint root), not a snapshot: restore one of its chk-N directories (the newest "
-                           "complete one) or a savepoint directory. Nothing was deleted.")
+        what = (self.say("no metadata", snapshot=snapshot) if kind == "no-metadata" else
+                self.say("no snapshot", snapshot=snapshot or missing) if kind == "no-snapshot" else
+                self.say("missing file", path=missing))
+        head = self.say("head", what=what, consequence=self.say("refused") if kind != "missing-file"
+                        else self.say("every attempt fails"))
         if cause == "checkpoint-dir-not-shared":
-            return head + (f"The checkpoint directory is a local path ({local_dir}) while the TaskManagers run on "
-                           f"{len(hosts['taskmanagers'])} host(s) ({', '.join(sorted(hosts['taskmanagers']))}): each "
-                           "wrote its state to its own disk, so a restore on another host finds nothing. Checkpoints "
-                           "and savepoints need a file system every host shares (S3, HDFS, GCS, an NFS mounted at the "
-                           "same path).")
-        if cause == "claim-mode-deleted":
-            return head + ("The snapshot was restored in CLAIM mode before: the job that restored it owned it and "
-                           "deleted it once newer checkpoints subsumed it. Restore that job's newest checkpoint "
-                           "instead, and restore shared snapshots in NO_CLAIM mode.")
+            return head + self.say(cause, local_dir=local_dir, count=len(hosts["taskmanagers"]),
+                                   hosts=", ".join(sorted(hosts["taskmanagers"])))
         if cause == "files-deleted":
-            why = ("Incremental checkpoints keep referencing files under shared/ that were written many checkpoints "
-                   "ago: a lifecycle rule or clean-up that removes 'old' files breaks the newest checkpoint. "
-                   if shared_file else "")
-            when = "It was complete when written (these logs show it), so files were removed afterwards: " if completed \
-                else "Files were removed after the snapshot was written: "
-            who = ("Flink never deletes a savepoint, so a person, a clean-up job, an object-store lifecycle rule or "
-                   "another job cleaning the directory removed them. " if "savepoint-" in (snapshot or "") else
-                   "retention of older checkpoints (subsumed ones are deleted), an object-store lifecycle rule, a "
-                   "clean-up job, or a person or another job cleaning the directory. ")
-            return head + when + who + why + "Restore from another complete snapshot; the one named is unusable."
-        return head + ("The logs do not show why: a mistyped path, a snapshot of another job, or a removed one. "
-                       "Root cause undetermined.")
+            savepoint = "savepoint-" in (snapshot or "")
+            return head + self.say(
+                cause, when=self.say("complete when written") if completed else self.say("removed after writing"),
+                who=self.say("savepoint deleted") if savepoint else self.say("checkpoint deleted"),
+                shared=self.say("shared files") if shared_file else "")
+        return head + self.say(cause)
 
     def _patches(self, incident, cause, snapshot, claims, local_dir, shared_file):
         patches = []
         if cause == "not-a-snapshot-path":
             bare = re.sub(r"^file:/*", "/", snapshot or "").rstrip("/")
             patches.append(self.ops_patch(
-                "restore a chk-N or savepoint directory",
-                "A snapshot is a directory with a _metadata file: a chk-N under the job's checkpoint directory, or a "
-                "savepoint-… directory. Pick the newest one that has _metadata.",
+                "restore a chk-N or savepoint directory", self.say("restore a snapshot"),
                 snippet=f"ls -d {bare}/chk-*/_metadata {bare}/*/chk-*/_metadata 2>/dev/null | sort -V | tail -3\n"
                         f"flink run -s {bare}/chk-<N> <your job arguments>"))
         if cause == "checkpoint-dir-not-shared":
             patches.append(self.flink_patch(
-                incident, CHECKPOINT_DIR_KEY, "s3://<bucket>/flink/checkpoints",
-                "A directory every JobManager and TaskManager host reads and writes (S3, HDFS, GCS, or an NFS "
-                "mounted at the same path everywhere); a local path only works on a single host."))
+                incident, CHECKPOINT_DIR_KEY, "s3://<bucket>/flink/checkpoints", self.say("shared checkpoints")))
             if incident.config.get("execution.checkpointing.savepoint-dir"):
                 patches.append(self.flink_patch(
                     incident, "execution.checkpointing.savepoint-dir", "s3://<bucket>/flink/savepoints",
-                    "Savepoints have the same need: every host writes its part of the savepoint."))
+                    self.say("shared savepoints")))
             patches.append(self.ops_patch(
-                "share the checkpoint directory",
-                "Until the storage is shared, the state written on each host is only on that host: copy every "
-                "host's part of the snapshot into one place only if a restore must succeed now.",
+                "share the checkpoint directory", self.say("share the directory"),
                 snippet=f"# on every host: what it holds of the snapshot\nls -la {local_dir or '<checkpoint dir>'}"))
         if cause == "claim-mode-deleted":
             claimer = _claiming_job(claims)
             base = (incident.config.get(CHECKPOINT_DIR_KEY) or "<checkpoint dir>").rstrip("/")
             patches.append(self.ops_patch(
-                "restore the claiming job's newest checkpoint",
-                "The job that restored the snapshot in CLAIM mode owns its successors: restore its newest retained "
-                "checkpoint (or a savepoint of it).",
+                "restore the claiming job's newest checkpoint", self.say("restore the claimer's"),
                 snippet=f"ls -d {base}/{claimer or '<claiming job id>'}/chk-*\nflink run -s "
                         f"{base}/{claimer or '<claiming job id>'}/chk-<newest> <your job arguments>"))
             patches.append(self.flink_patch(
-                incident, CLAIM_MODE_KEY, "NO_CLAIM",
-                "NO_CLAIM (the default) never deletes the restored snapshot: the new job takes its own full "
-                "checkpoint first. Use CLAIM only when no one else restores that snapshot again."))
+                incident, CLAIM_MODE_KEY, "NO_CLAIM", self.say("no claim")))
         if cause in ("files-deleted", "undetermined"):
             patches.append(self.ops_patch(
-                "restore from another snapshot",
-                "This snapshot is incomplete; start from another complete one (the newest retained checkpoint or a "
-                "savepoint, which is self-contained) after checking its files exist.",
+                "restore from another snapshot", self.say("restore another"),
                 snippet=f"ls -la {_parent(snapshot)}\nflink run -s <complete snapshot path> <your job arguments>"))
         if cause == "files-deleted":
             patches.append(self.ops_patch(
                 "stop deleting files the checkpoints still use",
-                "Exclude the checkpoint directory from object-store lifecycle/expiration rules and clean-up scripts: "
-                "Flink deletes what it no longer needs itself."
-                + (" Incremental checkpoints reference files under shared/ for as long as any retained checkpoint "
-                   "uses them, whatever their age." if shared_file else "")))
+                self.say("stop deleting", shared=self.say("shared references") if shared_file else "")))
             retained = incident.config.get_int("execution.checkpointing.num-retained") or 1
             if retained < 3 and "/chk-" in (snapshot or "") + (_checkpoint_of_shared(incident) or ""):
                 patches.append(self.flink_patch(
-                    incident, "execution.checkpointing.num-retained", "3",
-                    f"Keep several complete checkpoints (now {retained}) so that another one is there when the newest "
-                    "cannot be restored; retention deletes subsumed ones, so do not restore a chk-N older than the "
-                    "retained ones."))
+                    incident, "execution.checkpointing.num-retained", "3", self.say("retain more", retained=retained)))
         return patches
 
 

@@ -79,6 +79,63 @@ class TmHeartbeatTimeout(Detector):
                 "java.util.concurrent.TimeoutException: The heartbeat of TaskManager with id localhost:39497-b02aeb timed out."),
     )
 
+    templates = {
+        "head": "The heartbeat of TaskManager {tm} timed out at {at} (heartbeat.timeout {timeout}){together}. "
+                "{verdict} {why}{rpc}{harmless}",
+        "together": ", together with {others} other TaskManager(s)",
+        "rpc before": " {count} RPC call(s) to it had already timed out before, the first at {first}.",
+        "harmless": " No task failed because of it.",
+        "excerpt head": "The heartbeat of TaskManager {tm} timed out (heartbeat.timeout {timeout}). {verdict}",
+        # why the cause: one sentence of the evidence behind it
+        "quarantined": "pekko/akka reported: '{message}'.",
+        "memory trouble": "Its log shows memory trouble/a crash right before it went silent.",
+        "gc pause": "Its log shows a GC pause of {pause:.0f} s.",
+        "frozen": "Its own log was silent for {silence:.0f} s and then reported its own heartbeat timeouts at {at}: "
+                  "it was frozen, not gone.",
+        "jobmanager silent": "All {count} TaskManagers timed out together after {gap:.0f} s of silence in the "
+                             "JobManager's log.",
+        "jobmanager stalled": "The TaskManager's own log goes on and reports the JobManager's heartbeat timing out, "
+                              "while the JobManager's log is silent for {gap:.0f} s and resumes only as it reports "
+                              "the loss.",
+        "log goes on": "Its own log goes on through the timeout.",
+        "timed out together": "{count} TaskManagers timed out together.",
+        "log ends": "Its own log ends{before} with no shutdown line and nothing after.",
+        "before timeout": " {gap:.0f} s before the timeout",
+        "add the log": "Add the TaskManager's log to tell a dead process from a frozen one.",
+        # evidence notes
+        "gave up note": "the ResourceManager/JobMaster gave up on the TaskManager",
+        "excerpt note": "the JobManager gave up on the TaskManager",
+        "rpc note": "an earlier RPC to the same TaskManager timed out: it had already stopped answering",
+        "gc note": "GC pause of {pause:.1f} s",
+        "last line note": "its own log: the last line before the timeout",
+        "memory note": "memory trouble before it went silent",
+        "resumed note": "its own log after the silence: it resumed and found itself disconnected",
+        "disconnected note": "its own log goes on: it lost the connection",
+        "address note": "the RPC layer drops messages for an address it does not consider its own",
+        "failure note": "the task failure it caused",
+        # patches
+        "longer timeout": "Ride out stalls shorter than {proposed} (now {current}{observed}). Longer timeouts also "
+                          "delay noticing a dead TaskManager, so fix the stalls as well.",
+        "observed": "; the observed silence was {silence:.0f} s",
+        "find the pause": "Turn on GC logging on the TaskManagers and look for long stop-the-world pauses (heap too "
+                          "small for the state/records kept on heap, or a full GC); check CPU throttling of the "
+                          "container and the VM's steal time. Pauses come from a heap under pressure: see "
+                          "oom-java-heap for sizing it.",
+        "find why it died": "The process was gone, not slow: raising heartbeat.timeout would only delay recovery. "
+                            "Look at the end of its log, its stdout (.out: JVM crash, OutOfMemoryError) and the "
+                            "container's exit reason.",
+        "check the network": "The processes kept running; look for packet loss, DNS failures, network policy changes "
+                             "or node network problems at the time of the timeout.",
+        "make the RPC addresses agree": "Set jobmanager.rpc.address (and taskmanager.host) to names both sides "
+                                        "resolve to the same address (the Kubernetes service / the host's routable "
+                                        "name, not localhost or a pod IP that changes).",
+        "collect the TaskManager's log": "Its last lines tell a dead process (log just ends) from a frozen one "
+                                         "(silence, then its own heartbeat timeouts) or a network problem (log goes "
+                                         "on with connection errors).",
+        "bigger jobmanager": "Every TaskManager timed out at once, which points at a stalled JobManager: give it 50 % "
+                             "more memory so GC pauses shrink.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         inv = cluster.inventory(incident)
         timed_out = [(tm, loss) for tm in inv.taskmanagers.values() for loss in tm.losses
@@ -96,9 +153,9 @@ class TmHeartbeatTimeout(Detector):
         tm, loss = timed_out[0]
         ctx = cluster.loss_context(incident, tm, loss)
         together = [c for c in timed_out if abs(seconds_between(loss.ts, c[1].ts) or 0) <= _TOGETHER_S]
-        cause, why = _classify(incident, inv, ctx, together, timeout_ms)
+        cause, why = self._cause(incident, inv, ctx, together, timeout_ms)
         rpc = _rpc_timeouts(incident, tm, loss.ts)
-        evidence, notes = _evidence(ctx, failures, rpc, incident)
+        evidence, notes = self._evidence(ctx, failures, rpc, incident)
         details = {
             "timed_out_taskmanager": tm.tm_id,
             "host": tm.host,
@@ -119,13 +176,12 @@ class TmHeartbeatTimeout(Detector):
             details["longest_gc_pause_s"] = round(ctx.longest_gc_s, 1)
         if ctx.memory:
             details["memory_evidence"] = ctx.memory[0].excerpt(200)
-        summary = (f"The heartbeat of TaskManager {tm.label} timed out at {loss.ts or '?'} "
-                   f"(heartbeat.timeout {format_duration(timeout_ms)})"
-                   + (f", together with {len(together) - 1} other TaskManager(s)" if len(together) > 1 else "")
-                   + f". {self.cause(cause).summary} {why}"
-                   + (f" {len(rpc)} RPC call(s) to it had already timed out before, the first at {rpc[0].ts}."
-                      if rpc else "")
-                   + ("" if failures else " No task failed because of it."))
+        summary = self.say(
+            "head", tm=tm.label, at=loss.ts or "?", timeout=format_duration(timeout_ms),
+            together=self.say("together", others=len(together) - 1) if len(together) > 1 else "",
+            verdict=self.cause(cause).summary, why=why,
+            rpc=self.say("rpc before", count=len(rpc), first=rpc[0].ts) if rpc else "",
+            harmless="" if failures else self.say("harmless"))
         return [self.finding(cause, summary, evidence, notes=notes,
                              confidence=0.5 if cause == "tm-log-missing" else 0.8,
                              severity="failure" if failures else "warning",
@@ -134,10 +190,10 @@ class TmHeartbeatTimeout(Detector):
     def _without_inventory(self, incident: Incident, bare: list[Event], failures: list[Event], timeout_ms: int):
         """A pasted excerpt: the timeout without the lines that identify the TaskManager's fate."""
         m = HEARTBEAT_TIMEOUT.search(bare[0].text)
-        summary = (f"The heartbeat of TaskManager {m['tm']} timed out (heartbeat.timeout "
-                   f"{format_duration(timeout_ms)}). {self.cause('tm-log-missing').summary}")
+        summary = self.say("excerpt head", tm=m["tm"], timeout=format_duration(timeout_ms),
+                           verdict=self.cause("tm-log-missing").summary)
         return self.finding("tm-log-missing", summary, bare[:3], confidence=0.5,
-                            notes={0: "the JobManager gave up on the TaskManager"},
+                            notes={0: self.say("excerpt note")},
                             patches=self._patches(incident, "tm-log-missing", None, timeout_ms),
                             details={"timed_out_taskmanager": m["tm"], "heartbeat_timeout": format_duration(timeout_ms)})
 
@@ -149,44 +205,31 @@ class TmHeartbeatTimeout(Detector):
             if ctx and ctx.gc_pauses:
                 silence = max(silence or 0, ctx.longest_gc_s)
             current, proposed = cluster.heartbeat_timeout_proposal(incident, silence)
-            observed = f"; the observed silence was {silence:.0f} s" if silence else ""
             patches.append(self.flink_patch(
                 incident, "heartbeat.timeout", cluster.duration_value(proposed, version),
-                f"Ride out stalls shorter than {format_duration(proposed)} (now {format_duration(current)}{observed}). "
-                f"Longer timeouts also delay noticing a dead TaskManager, so fix the stalls as well."))
+                self.say("longer timeout", proposed=format_duration(proposed), current=format_duration(current),
+                         observed=self.say("observed", silence=silence) if silence else "")))
         if cause == "gc-pause-or-freeze":
             patches.append(self.ops_patch(
-                "find the pause",
-                "Turn on GC logging on the TaskManagers and look for long stop-the-world pauses (heap too small for "
-                "the state/records kept on heap, or a full GC); check CPU throttling of the container and the VM's "
-                "steal time. Pauses come from a heap under pressure: see oom-java-heap for sizing it.",
+                "find the pause", self.say("find the pause"),
                 snippet="# flink-conf.yaml / config.yaml (JDK 11+)\n"
                         "env.java.opts.taskmanager: -Xlog:gc*:file=/opt/flink/log/gc.log:time,uptime:filecount=5,filesize=20M\n"
                         "# afterwards: grep -E 'Pause (Full|Young).*[0-9]{4,}\\.[0-9]+ms' /opt/flink/log/gc.log"))
         if cause == "process-died":
             patches.append(self.ops_patch(
-                "find why the TaskManager died",
-                "The process was gone, not slow: raising heartbeat.timeout would only delay recovery. Look at the "
-                "end of its log, its stdout (.out: JVM crash, OutOfMemoryError) and the container's exit reason.",
+                "find why the TaskManager died", self.say("find why it died"),
                 snippet="kubectl describe pod <taskmanager pod> | grep -A5 'Last State'\n"
                         "dmesg -T | grep -iE 'killed process|out of memory'"))
         if cause == "network-partition":
-            patches.append(self.ops_patch(
-                "check the network between JobManager and TaskManagers",
-                "The processes kept running; look for packet loss, DNS failures, network policy changes or node "
-                "network problems at the time of the timeout."))
+            patches.append(self.ops_patch("check the network between JobManager and TaskManagers",
+                                          self.say("check the network")))
         if cause == "jobmanager-unresponsive":
             patches += self._jobmanager_heap(incident)
         if cause == "rpc-address-mismatch":
-            patches.append(self.ops_patch(
-                "make the RPC addresses agree",
-                "Set jobmanager.rpc.address (and taskmanager.host) to names both sides resolve to the same address "
-                "(the Kubernetes service / the host's routable name, not localhost or a pod IP that changes)."))
+            patches.append(self.ops_patch("make the RPC addresses agree", self.say("make the RPC addresses agree")))
         if cause == "tm-log-missing":
             patches.append(self.ops_patch(
-                "collect the TaskManager's log",
-                "Its last lines tell a dead process (log just ends) from a frozen one (silence, then its own "
-                "heartbeat timeouts) or a network problem (log goes on with connection errors).",
+                "collect the TaskManager's log", self.say("collect the TaskManager's log"),
                 snippet="kubectl logs <taskmanager pod> --previous | tail -100"))
         return patches
 
@@ -200,46 +243,66 @@ class TmHeartbeatTimeout(Detector):
             return []
         proposed = int(current * 1.5) // (1 << 20) * (1 << 20)
         return [self.flink_patch(incident, "jobmanager.memory.process.size", format_size(proposed),
-                                 "Every TaskManager timed out at once, which points at a stalled JobManager: give "
-                                 "it 50 % more memory so GC pauses shrink.")]
+                                 self.say("bigger jobmanager"))]
 
+    def _cause(self, incident: Incident, inv: Inventory, ctx: LossContext, together: list,
+               timeout_ms: int) -> tuple[str, str]:
+        """The cause and one sentence of the evidence behind it."""
+        near = [ev for ev in incident.events if _ADDRESS_MISMATCH.search(ev.text)]
+        if near:
+            return "rpc-address-mismatch", self.say("quarantined", message=near[0].message[:160])
+        if ctx.memory or ctx.crash:
+            return "process-died", self.say("memory trouble")
+        if ctx.gc_pauses:
+            return "gc-pause-or-freeze", self.say("gc pause", pause=ctx.longest_gc_s)
+        silence = ctx.silence_s()
+        timeout_s = timeout_ms / 1000
+        if ctx.alive_after and ctx.tm_side_timeouts and (silence or 0) >= 0.8 * timeout_s:
+            return "gc-pause-or-freeze", self.say("frozen", silence=silence, at=ctx.tm_side_timeouts[0].ts)
+        registered = len([t for t in inv.taskmanagers.values() if t.registered or t.started])
+        if len(together) >= 2 and len(together) >= registered:
+            jm_gap = _jobmanager_silence(incident, ctx.loss.ts)
+            if jm_gap is not None and jm_gap >= 0.8 * timeout_s:
+                return "jobmanager-unresponsive", self.say("jobmanager silent", count=len(together), gap=jm_gap)
+        if ctx.alive_after and ctx.tm_side_timeouts:
+            # Both sides timed out while the TaskManager kept logging: a JobManager whose own log is silent across
+            # the timeout was the one that stalled (it reports the loss only when it runs again).
+            jm_gap = _jobmanager_stall(incident, ctx.loss.ts)
+            if jm_gap is not None and jm_gap >= 0.8 * timeout_s:
+                return "jobmanager-unresponsive", self.say("jobmanager stalled", gap=jm_gap)
+        if ctx.alive_after or len(together) >= 2:
+            return "network-partition", (self.say("log goes on") if ctx.alive_after else
+                                         self.say("timed out together", count=len(together)))
+        if ctx.has_own_log:
+            gap = seconds_between(ctx.last_own.ts, ctx.loss.ts) if ctx.last_own else None
+            return "process-died", self.say("log ends", before=self.say("before timeout", gap=gap)
+                                            if gap is not None else "")
+        return "tm-log-missing", self.say("add the log")
 
-def _classify(incident: Incident, inv: Inventory, ctx: LossContext, together: list, timeout_ms: int) -> tuple[str, str]:
-    """The cause and one sentence of the evidence behind it."""
-    near = [ev for ev in incident.events if _ADDRESS_MISMATCH.search(ev.text)]
-    if near:
-        return "rpc-address-mismatch", f"pekko/akka reported: '{near[0].message[:160]}'."
-    if ctx.memory or ctx.crash:
-        return "process-died", "Its log shows memory trouble/a crash right before it went silent."
-    if ctx.gc_pauses:
-        return "gc-pause-or-freeze", f"Its log shows a GC pause of {ctx.longest_gc_s:.0f} s."
-    silence = ctx.silence_s()
-    timeout_s = timeout_ms / 1000
-    if ctx.alive_after and ctx.tm_side_timeouts and (silence or 0) >= 0.8 * timeout_s:
-        return "gc-pause-or-freeze", (f"Its own log was silent for {silence:.0f} s and then reported its own "
-                                      f"heartbeat timeouts at {ctx.tm_side_timeouts[0].ts}: it was frozen, not gone.")
-    registered = len([t for t in inv.taskmanagers.values() if t.registered or t.started])
-    if len(together) >= 2 and len(together) >= registered:
-        jm_gap = _jobmanager_silence(incident, ctx.loss.ts)
-        if jm_gap is not None and jm_gap >= 0.8 * timeout_s:
-            return "jobmanager-unresponsive", (f"All {len(together)} TaskManagers timed out together after "
-                                               f"{jm_gap:.0f} s of silence in the JobManager's log.")
-    if ctx.alive_after and ctx.tm_side_timeouts:
-        # Both sides timed out while the TaskManager kept logging: a JobManager whose own log is silent across the
-        # timeout was the one that stalled (it reports the loss only when it runs again).
-        jm_gap = _jobmanager_stall(incident, ctx.loss.ts)
-        if jm_gap is not None and jm_gap >= 0.8 * timeout_s:
-            return "jobmanager-unresponsive", (f"The TaskManager's own log goes on and reports the JobManager's "
-                                               f"heartbeat timing out, while the JobManager's log is silent for "
-                                               f"{jm_gap:.0f} s and resumes only as it reports the loss.")
-    if ctx.alive_after or len(together) >= 2:
-        return "network-partition", ("Its own log goes on through the timeout." if ctx.alive_after else
-                                     f"{len(together)} TaskManagers timed out together.")
-    if ctx.has_own_log:
-        gap = seconds_between(ctx.last_own.ts, ctx.loss.ts) if ctx.last_own else None
-        return "process-died", ("Its own log ends" + (f" {gap:.0f} s before the timeout" if gap is not None else "")
-                                + " with no shutdown line and nothing after.")
-    return "tm-log-missing", "Add the TaskManager's log to tell a dead process from a frozen one."
+    def _evidence(self, ctx: LossContext, failures: list[Event], rpc: list[Event], incident: Incident):
+        evidence, notes, add = evidence_trail()
+
+        reported = next((e for e in ctx.loss.events if HEARTBEAT_TIMEOUT.search(e.text)), ctx.loss.events[0])
+        add(reported, self.say("gave up note"))
+        if rpc:
+            add(rpc[0], self.say("rpc note"))
+        for ev, secs in ctx.gc_pauses[:1]:
+            add(ev, self.say("gc note", pause=secs))
+        if ctx.last_own is not None and ctx.has_own_log:
+            add(ctx.last_own, self.say("last line note"))
+        for ev in ctx.memory[:1]:
+            add(ev, self.say("memory note"))
+        if ctx.tm_side_timeouts:
+            add(ctx.tm_side_timeouts[0], self.say("resumed note"))
+        elif ctx.tm_side_disconnects:
+            add(ctx.tm_side_disconnects[0], self.say("disconnected note"))
+        for ev in incident.events:
+            if _ADDRESS_MISMATCH.search(ev.text):
+                add(ev, self.say("address note"))
+                break
+        if failures:
+            add(failures[0], self.say("failure note"))
+        return evidence, notes
 
 
 def _jobmanager_silence(incident: Incident, ts: str | None) -> float | None:
@@ -277,29 +340,3 @@ def _rpc_timeouts(incident: Incident, tm, ts: str | None) -> list[Event]:
         if m and port and f":{port}/" in ev.text:
             out.append(ev)
     return out
-
-
-def _evidence(ctx: LossContext, failures: list[Event], rpc: list[Event], incident: Incident):
-    evidence, notes, add = evidence_trail()
-
-    reported = next((e for e in ctx.loss.events if HEARTBEAT_TIMEOUT.search(e.text)), ctx.loss.events[0])
-    add(reported, "the ResourceManager/JobMaster gave up on the TaskManager")
-    if rpc:
-        add(rpc[0], "an earlier RPC to the same TaskManager timed out: it had already stopped answering")
-    for ev, secs in ctx.gc_pauses[:1]:
-        add(ev, f"GC pause of {secs:.1f} s")
-    if ctx.last_own is not None and ctx.has_own_log:
-        add(ctx.last_own, "its own log: the last line before the timeout")
-    for ev in ctx.memory[:1]:
-        add(ev, "memory trouble before it went silent")
-    if ctx.tm_side_timeouts:
-        add(ctx.tm_side_timeouts[0], "its own log after the silence: it resumed and found itself disconnected")
-    elif ctx.tm_side_disconnects:
-        add(ctx.tm_side_disconnects[0], "its own log goes on: it lost the connection")
-    for ev in incident.events:
-        if _ADDRESS_MISMATCH.search(ev.text):
-            add(ev, "the RPC layer drops messages for an address it does not consider its own")
-            break
-    if failures:
-        add(failures[0], "the task failure it caused")
-    return evidence, notes

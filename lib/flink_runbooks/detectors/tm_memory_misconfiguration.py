@@ -155,6 +155,93 @@ class TmMemoryMisconfiguration(Detector):
                 "org.apache.flink.configuration.IllegalConfigurationException: Inconsistently configured Key: 'taskmanager.memory.network.fraction' , default: 0.1 (fallback keys: [{key=taskmanager.network.memory.fraction, isDeprecated=true}]) (0.10000000149011612) and its min (2.000gb (2147483648 bytes)), max (1024.000mb (1073741824 bytes)) value"),
     )
 
+    templates = {
+        # the configuration Flink refuses (every TaskManager cause but RocksDB's)
+        "head": "Flink refuses to start the TaskManager: its memory options do not fit together. {explanation}",
+        "start script": " The start script could not compute the JVM parameters, so no TaskManager process ran.",
+        "also": " Also in this configuration: {notes}",
+        "with the patch": " With the patch below the model starts it ({patched}).",
+        "patched": "process {process}: task heap {task_heap}, managed {managed}, network {network}, JVM overhead "
+                   "{overhead}",
+        "no configuration": "The configuration behind this error is not in the incident: add the "
+                            "flink-conf.yaml/config.yaml the TaskManagers load (or their 'Loading configuration "
+                            "property' lines) to get a computed patch. Until then: set one total "
+                            "(taskmanager.memory.process.size), keep managed.fraction + network.fraction well below 1 "
+                            "and drop explicit task/framework heap sizes.",
+        "rejected note": "Flink's memory model rejected the configuration",
+        "start script note": "the TaskManager start script failed: no TaskManager JVM was started",
+        "configured note": "configured value taking part in the failed check",
+        # the explanation, per constraint
+        "over total": "Total Flink Memory is {total}, but {listing} = {used}, {excess} more than there is (the task "
+                      "heap would be negative).",
+        "fractions": " {fractions} = {share:g} of Total Flink Memory.",
+        "overhead fraction": " The JVM overhead fraction {fraction:g} is of the process size: it takes {taken} of "
+                             "{process} before Flink memory is even computed.",
+        "explicit sizes": "The explicit sizes ({listed}) with the other pools make {flink} of Flink memory; plus JVM "
+                          "metaspace {metaspace} that is more than the configured process size {process}.",
+        "keep sizes": " To keep those sizes instead, taskmanager.memory.process.size must be at least {mib}m.",
+        "network max default": "network.min is {low} but network.max is not set, and before Flink 1.17 its default is "
+                               "1g: min > max.",
+        "network min over max": "network.min {low} is larger than network.max {high}.",
+        "network left over": "The network memory left over once the explicit sizes are placed is outside "
+                             "[network.min, network.max]: {message}",
+        "overhead min over max": "jvm-overhead.min {low} is larger than jvm-overhead.max {high}.",
+        "overhead left over": "Both process.size and flink.size (or the explicit sizes) are set, and what is left "
+                              "between them for the JVM overhead is outside [jvm-overhead.min, jvm-overhead.max]: "
+                              "{message}",
+        "legacy removed": "Only the legacy {legacy} sizes the TaskManager, and Flink 2.0 removed it: set "
+                          "taskmanager.memory.process.size instead.",
+        "no total": "None of taskmanager.memory.process.size, taskmanager.memory.flink.size or task.heap.size + "
+                    "managed.size is set.",
+        "rejected value": "Flink rejected a memory option's value.",
+        # the computed changes' reasons
+        "drop overhead fraction": "Remove {key} ({old}): it is a fraction of the whole process, so {old} hands the "
+                                  "JVM overhead far more than it needs (taken from the task heap, or added on top of "
+                                  "a fixed Flink size); the default is 0.1 (min 192m, max 1g).",
+        "drop fraction": "Remove {key} ({old}): Flink's default fraction leaves room for the task heap; the fractions "
+                         "of managed and network memory share one Total Flink Memory.",
+        "drop explicit size": "Remove the explicit {key} ({old}): it does not fit next to the configured total; Flink "
+                              "derives it.",
+        "drop": "Remove {key} ({old}): back to Flink's default, which fits the configured total.",
+        "lower fraction": "Lower {name} from {old} to {value} so the other pools fit into Total Flink Memory.",
+        "smallest total": "The smallest total in which these memory options fit ({old} -> {value}).",
+        "set range": "Set {key} to {value} ({old} before) so the ranges are consistent.",
+        # legacy and unusual keys next to the FLIP-49 ones
+        "legacy total": "{legacy} ({value}) is the pre-1.10 total, mixed with FLIP-49 keys: Flink reads it as "
+                        "{target} only while that is unset, so the file does not say which total applies (and 2.0 "
+                        "ignores it).",
+        "legacy under its new name": "The total {legacy} stood for, under its FLIP-49 name.",
+        "replaced": "Replaced by {target} (same value).",
+        "deprecated spelling": "{old} is the deprecated spelling of {new}.",
+        "new spelling": "The FLIP-49 name of {old} (same value), next to the other taskmanager.memory.* keys.",
+        "large segment": "taskmanager.memory.segment-size is {segment}, {factor}x the 32 KiB default: every network "
+                         "buffer is that large, so each channel's {per_channel} exclusive buffers take {taken} and "
+                         "network memory runs out {factor}x sooner.",
+        "default segment": "Back to the 32 KiB default: larger segments only multiply the memory each channel needs; "
+                           "Flink recommends changing it only for very large records, with measurements.",
+        # the JobManager
+        "jobmanager-memory-invalid": "Flink refuses to start the JobManager: {message}",
+        "one jobmanager total": "Keep one consistent JobManager memory total; Flink derives the rest.",
+        "default jobmanager size": "The distribution's default JobManager size.",
+        "jobmanager configuration": "Set jobmanager.memory.process.size alone and remove conflicting "
+                                    "jobmanager.memory.* sizes.",
+        "jobmanager rejected note": "the JobManager memory model rejected the configuration",
+        # RocksDB outside the budget
+        "rocksdb-unmanaged-memory": "RocksDB's memory is outside the TaskManager's memory budget: {problem}. The "
+                                    "process grows past its configured size{outcome}",
+        "killed": "; containers were killed for memory ({count} report(s)).",
+        "until killed": " until the container or the OS kills it (or heartbeats time out while it swaps).",
+        "managed rocksdb": "Bound RocksDB's block cache and write buffers by the slot's managed memory, which the "
+                           "TaskManager budget already reserves for it (Flink's default).",
+        "drop fixed size": "A fixed size overrides the managed-memory bound and is not part of the TaskManager "
+                           "budget.",
+        "rocksdb in budget": "Give RocksDB the {demand} it was meant to have, now inside the budget (managed memory "
+                             "grows, and with it the total).",
+        "rocksdb setting note": "RocksDB memory setting",
+        "state backend note": "state backend",
+        "kill note": "container killed for memory",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         errors = memory_config_error_events(incident)
         tm_errors = [ev for ev in errors if not _JOBMANAGER_ERROR.search(ev.text)]
@@ -209,7 +296,7 @@ class TmMemoryMisconfiguration(Detector):
             except MemoryConfigError:
                 changes = {}
             changes.update(_oversized_overhead(conf, changes, version, deployment_of(incident)))
-            patches = [self.flink_patch(incident, keys.canonical(k), v, _change_reason(k, v, conf, cause))
+            patches = [self.flink_patch(incident, keys.canonical(k), v, self._change_reason(k, v, conf, cause))
                        for k, v in changes.items()]
             try:
                 after = derive_taskmanager_memory(apply_changes(conf, changes), version,
@@ -218,33 +305,26 @@ class TmMemoryMisconfiguration(Detector):
                 after = None
             if after is not None:
                 details["breakdown_after_patch"] = breakdown_rows(after)
-                details["patched_summary"] = (
-                    f"process {size_text(after.process)}: task heap {size_text(after.task_heap)}, managed "
-                    f"{size_text(after.managed)}, network {size_text(after.network)}, JVM overhead "
-                    f"{size_text(after.overhead)}")
+                details["patched_summary"] = self.say(
+                    "patched", process=size_text(after.process), task_heap=size_text(after.task_heap),
+                    managed=size_text(after.managed), network=size_text(after.network),
+                    overhead=size_text(after.overhead))
         mixed_notes, mixed_patches = self._legacy_mix(incident, conf, {canonical_of(p.key) for p in patches})
         patches += mixed_patches
         if not patches:
-            patches.append(self.ops_patch(
-                "TaskManager memory configuration",
-                "The configuration behind this error is not in the incident: add the flink-conf.yaml/config.yaml "
-                "the TaskManagers load (or their 'Loading configuration property' lines) to get a computed patch. "
-                "Until then: set one total (taskmanager.memory.process.size), keep managed.fraction + "
-                "network.fraction well below 1 and drop explicit task/framework heap sizes."))
-        summary = ("Flink refuses to start the TaskManager: its memory options do not fit together. "
-                   f"{explanation}")
+            patches.append(self.ops_patch("TaskManager memory configuration", self.say("no configuration")))
+        summary = self.say("head", explanation=explanation)
         if start_failed:
-            summary += " The start script could not compute the JVM parameters, so no TaskManager process ran."
+            summary += self.say("start script")
         if mixed_notes:
-            summary += " Also in this configuration: " + " ".join(mixed_notes)
+            summary += self.say("also", notes=" ".join(mixed_notes))
             details["legacy_and_unusual_keys"] = mixed_notes
         if after is not None:
-            summary += f" With the patch below the model starts it ({details['patched_summary']})."
-        evidence = [error_evidence(ev, "Flink's memory model rejected the configuration") for ev in events[:2]]
-        evidence += [Evidence.of(ev, "the TaskManager start script failed: no TaskManager JVM was started")
-                     for ev in start_failed[:1]]
+            summary += self.say("with the patch", patched=details["patched_summary"])
+        evidence = [error_evidence(ev, self.say("rejected note")) for ev in events[:2]]
+        evidence += [Evidence.of(ev, self.say("start script note")) for ev in start_failed[:1]]
         for key in (model_error.values if model_error is not None else {}):
-            ev = config_evidence(incident, key, "configured value taking part in the failed check")
+            ev = config_evidence(incident, key, self.say("configured note"))
             if ev is not None and len(evidence) < 8:
                 evidence.append(ev)
         finding = self.finding(cause, summary, [], confidence=0.95 if events and model_error else 0.85,
@@ -252,6 +332,23 @@ class TmMemoryMisconfiguration(Detector):
         finding.evidence = evidence
         finding.first_seen = earliest_ts(events + start_failed)
         return finding
+
+    def _change_reason(self, key: str, value: str | None, conf: dict[str, str], cause: str) -> str:
+        old = conf.get(key)
+        name = key.rsplit(".", 1)[-1] if key.endswith("fraction") else key
+        if value is None:
+            if key.endswith("jvm-overhead.fraction"):
+                return self.say("drop overhead fraction", key=key, old=old)
+            if key.endswith(".fraction"):
+                return self.say("drop fraction", key=key, old=old)
+            if key.endswith(("task.heap.size", "managed.size")):
+                return self.say("drop explicit size", key=key, old=old)
+            return self.say("drop", key=key, old=old)
+        if key.endswith("fraction"):
+            return self.say("lower fraction", name=name, old=old, value=value)
+        if key.endswith(("process.size", "flink.size")):
+            return self.say("smallest total", old=old or "unset", value=value)
+        return self.say("set range", key=key, value=value, old=old or "unset")
 
     def _legacy_mix(self, incident: Incident, conf: dict[str, str], changed: set[str]):
         """Pre-1.10 memory keys next to FLIP-49 ones, and an enlarged network segment: legal, but they hide which
@@ -265,34 +362,26 @@ class TmMemoryMisconfiguration(Detector):
                 if legacy in conf:
                     target = ("taskmanager.memory.process.size" if deployment_of(incident) in ("yarn", "kubernetes")
                               else "taskmanager.memory.flink.size")
-                    notes.append(f"{legacy} ({conf[legacy]}) is the pre-1.10 total, mixed with FLIP-49 keys: Flink "
-                                 f"reads it as {target} only while that is unset, so the file does not say which "
-                                 f"total applies (and 2.0 ignores it).")
+                    notes.append(self.say("legacy total", legacy=legacy, value=conf[legacy], target=target))
                     if target not in changed and legacy == "taskmanager.heap.size":
                         patches.append(self.flink_patch(incident, target, conf[legacy],
-                                                        f"The total {legacy} stood for, under its FLIP-49 name."))
-                        patches.append(self.flink_patch(incident, legacy, None,
-                                                        f"Replaced by {target} (same value)."))
+                                                        self.say("legacy under its new name", legacy=legacy)))
+                        patches.append(self.flink_patch(incident, legacy, None, self.say("replaced", target=target)))
             for old in ("taskmanager.network.memory.min", "taskmanager.network.memory.max",
                         "taskmanager.network.memory.fraction"):
                 new = keys.canonical(old)
                 if old in conf and new not in changed and new not in conf:
-                    notes.append(f"{old} is the deprecated spelling of {new}.")
-                    patches.append(self.flink_patch(incident, new, conf[old],
-                                                    f"The FLIP-49 name of {old} (same value), next to the other "
-                                                    f"taskmanager.memory.* keys."))
+                    notes.append(self.say("deprecated spelling", old=old, new=new))
+                    patches.append(self.flink_patch(incident, new, conf[old], self.say("new spelling", old=old)))
         segment = conf.get("taskmanager.memory.segment-size")
         size = parse_memory_size(segment) if segment else None
         if size and size > DEFAULT_SEGMENT:
             per_channel = conf.get("taskmanager.network.memory.buffers-per-channel") or "2"
-            notes.append(f"taskmanager.memory.segment-size is {segment}, {size // DEFAULT_SEGMENT}x the 32 KiB "
-                         f"default: every network buffer is that large, so each channel's {per_channel} exclusive "
-                         f"buffers take {size_text(size * int(per_channel)) if per_channel.isdigit() else 'more'} "
-                         f"and network memory runs out {size // DEFAULT_SEGMENT}x sooner.")
-            patches.append(self.flink_patch(
-                incident, "taskmanager.memory.segment-size", None,
-                "Back to the 32 KiB default: larger segments only multiply the memory each channel needs; Flink "
-                "recommends changing it only for very large records, with measurements."))
+            notes.append(self.say("large segment", segment=segment, factor=size // DEFAULT_SEGMENT,
+                                  per_channel=per_channel,
+                                  taken=size_text(size * int(per_channel)) if per_channel.isdigit() else "more"))
+            patches.append(self.flink_patch(incident, "taskmanager.memory.segment-size", None,
+                                            self.say("default segment")))
         return notes, patches
 
     def _explain(self, cause: str, message: str, conf: dict[str, str], incident: Incident) -> str:
@@ -305,19 +394,18 @@ class TmMemoryMisconfiguration(Detector):
             parts = {k: v for k, v in sizes.items() if not k.startswith(("Total", "JVM"))}
             total, used = sizes["Total Flink"], sum(parts.values())
             listing = " + ".join(f"{k.lower()} {size_text(v)}" for k, v in parts.items() if v)
-            text = (f"Total Flink Memory is {size_text(total)}, but {listing} = {size_text(used)}, "
-                    f"{size_text(max(0, used - total))} more than there is (the task heap would be negative).")
+            text = self.say("over total", total=size_text(total), listing=listing, used=size_text(used),
+                            excess=size_text(max(0, used - total)))
             fractions = [(k, cfg.get(f"taskmanager.memory.{k}.fraction")) for k in ("managed", "network")]
             fractions = [(k, float(v)) for k, v in fractions if v and _is_number(v)]
             if fractions:
-                text += " " + " + ".join(f"{k}.fraction {v:g}" for k, v in fractions) + \
-                        f" = {sum(v for _, v in fractions):g} of Total Flink Memory."
+                text += self.say("fractions", fractions=" + ".join(f"{k}.fraction {v:g}" for k, v in fractions),
+                                 share=sum(v for _, v in fractions))
             overhead = cfg.get("taskmanager.memory.jvm-overhead.fraction")
             process = cfg.get_bytes("taskmanager.memory.process.size")
             if overhead and _is_number(overhead) and process:
-                text += (f" The JVM overhead fraction {float(overhead):g} is of the process size: it takes "
-                         f"{size_text(int(process * float(overhead)))} of {size_text(process)} before Flink memory "
-                         f"is even computed.")
+                text += self.say("overhead fraction", fraction=float(overhead),
+                                 taken=size_text(int(process * float(overhead))), process=size_text(process))
             return text
         if cause == "fixed-sizes-exceed-total" and "Total Process" in sizes and "Total Flink" in sizes:
             explicit = [(k, cfg.get(k)) for k in ("taskmanager.memory.task.heap.size", "taskmanager.memory.managed.size",
@@ -325,40 +413,34 @@ class TmMemoryMisconfiguration(Detector):
                                                   "taskmanager.memory.framework.off-heap.size",
                                                   "taskmanager.memory.task.off-heap.size") if cfg.get(k)]
             listed = ", ".join(f"{k.removeprefix('taskmanager.memory.')} {v}" for k, v in explicit)
-            text = (f"The explicit sizes ({listed}) with the other pools make {size_text(sizes['Total Flink'])} of "
-                    f"Flink memory; plus JVM metaspace {size_text(sizes.get('JVM Metaspace', 0))} that is more than "
-                    f"the configured process size {size_text(sizes['Total Process'])}.")
+            text = self.say("explicit sizes", listed=listed, flink=size_text(sizes["Total Flink"]),
+                            metaspace=size_text(sizes.get("JVM Metaspace", 0)),
+                            process=size_text(sizes["Total Process"]))
             keep = _process_for_explicit_sizes(conf, incident)
             if keep:
-                text += (f" To keep those sizes instead, taskmanager.memory.process.size must be at least "
-                         f"{-(-keep // (1 << 20))}m.")
+                text += self.say("keep sizes", mib=-(-keep // (1 << 20)))
             return text
         if cause == "network-range-invalid":
             low, high = cfg.get_bytes("taskmanager.memory.network.min"), cfg.get_bytes("taskmanager.memory.network.max")
             version = incident.version_tuple
             if low is not None and high is None and version and tuple(version[:2]) < (1, 17) and low > 1 << 30:
-                return (f"network.min is {size_text(low)} but network.max is not set, and before Flink 1.17 its "
-                        f"default is 1g: min > max.")
+                return self.say("network max default", low=size_text(low))
             if low is not None and high is not None and low > high:
-                return f"network.min {size_text(low)} is larger than network.max {size_text(high)}."
-            return ("The network memory left over once the explicit sizes are placed is outside "
-                    "[network.min, network.max]: " + (message or ""))
+                return self.say("network min over max", low=size_text(low), high=size_text(high))
+            return self.say("network left over", message=message or "")
         if cause == "jvm-overhead-range-invalid":
             low = cfg.get_bytes("taskmanager.memory.jvm-overhead.min")
             high = cfg.get_bytes("taskmanager.memory.jvm-overhead.max")
             if low is not None and high is not None and low > high:
-                return f"jvm-overhead.min {size_text(low)} is larger than jvm-overhead.max {size_text(high)}."
-            return ("Both process.size and flink.size (or the explicit sizes) are set, and what is left between them "
-                    "for the JVM overhead is outside [jvm-overhead.min, jvm-overhead.max]: " + (message or ""))
+                return self.say("overhead min over max", low=size_text(low), high=size_text(high))
+            return self.say("overhead left over", message=message or "")
         if cause == "no-total-memory":
             legacy = [k for k in _REMOVED_IN_2 if k in conf]
             version = incident.version_tuple
             if legacy and version and version[0] >= 2:
-                return (f"Only the legacy {legacy[0]} sizes the TaskManager, and Flink 2.0 removed it: set "
-                        f"taskmanager.memory.process.size instead.")
-            return ("None of taskmanager.memory.process.size, taskmanager.memory.flink.size or task.heap.size + "
-                    "managed.size is set.")
-        return message or "Flink rejected a memory option's value."
+                return self.say("legacy removed", legacy=legacy[0])
+            return self.say("no total")
+        return message or self.say("rejected value")
 
     # -- the JobManager ----------------------------------------------------------------------------------------
 
@@ -389,19 +471,16 @@ class TmMemoryMisconfiguration(Detector):
                 continue
             changes = trial
             break
-        patches = [self.flink_patch(incident, k, v, "Keep one consistent JobManager memory total; Flink derives "
-                                    "the rest." if v is None else "The distribution's default JobManager size.")
+        patches = [self.flink_patch(incident, k, v, self.say("one jobmanager total") if v is None
+                                    else self.say("default jobmanager size"))
                    for k, v in (changes or {}).items()]
         if not patches:
-            patches.append(self.ops_patch("JobManager memory configuration",
-                                          "Set jobmanager.memory.process.size alone and remove conflicting "
-                                          "jobmanager.memory.* sizes."))
+            patches.append(self.ops_patch("JobManager memory configuration", self.say("jobmanager configuration")))
         finding = self.finding(
             "jobmanager-memory-invalid",
-            f"Flink refuses to start the JobManager: {message}", [], confidence=0.85, patches=patches,
+            self.say("jobmanager-memory-invalid", message=message), [], confidence=0.85, patches=patches,
             details={"flink_message": message, "deployment": deployment})
-        finding.evidence = [error_evidence(ev, "the JobManager memory model rejected the configuration")
-                            for ev in events[:2]]
+        finding.evidence = [error_evidence(ev, self.say("jobmanager rejected note")) for ev in events[:2]]
         finding.first_seen = earliest_ts(events)
         return finding
 
@@ -418,13 +497,11 @@ class TmMemoryMisconfiguration(Detector):
         patches = []
         for key, value in changes.items():
             if key == "state.backend.rocksdb.memory.managed":
-                reason = ("Bound RocksDB's block cache and write buffers by the slot's managed memory, which the "
-                          "TaskManager budget already reserves for it (Flink's default).")
+                reason = self.say("managed rocksdb")
             elif value is None:
-                reason = "A fixed size overrides the managed-memory bound and is not part of the TaskManager budget."
+                reason = self.say("drop fixed size")
             else:
-                reason = (f"Give RocksDB the {size_text(rocks.demand)} it was meant to have, now inside the budget "
-                          f"(managed memory grows, and with it the total).")
+                reason = self.say("rocksdb in budget", demand=size_text(rocks.demand))
             patches.append(self.flink_patch(incident, key, value, reason))
         after = None
         try:
@@ -448,18 +525,17 @@ class TmMemoryMisconfiguration(Detector):
             details["breakdown"] = breakdown_rows(mem)
         if after is not None:
             details["breakdown_after_patch"] = breakdown_rows(after)
-        summary = (f"RocksDB's memory is outside the TaskManager's memory budget: {rocks.describe()}. "
-                   "The process grows past its configured size")
-        summary += (f"; containers were killed for memory ({len(kills)} report(s))." if kills else
-                    " until the container or the OS kills it (or heartbeats time out while it swaps).")
+        summary = self.say("rocksdb-unmanaged-memory", problem=rocks.describe(),
+                           outcome=self.say("killed", count=len(kills)) if kills else self.say("until killed"))
         evidence = []
         for key in ("state.backend.rocksdb.memory.managed", "state.backend.rocksdb.memory.fixed-per-slot",
                     "state.backend.rocksdb.memory.fixed-per-tm", "state.backend.type"):
-            ev = config_evidence(incident, key, "RocksDB memory setting" if "rocksdb" in key else "state backend")
+            ev = config_evidence(incident, key, self.say("rocksdb setting note") if "rocksdb" in key
+                                 else self.say("state backend note"))
             if ev is not None:
                 evidence.append(ev)
         kill_events = [k.event for k in kills]
-        evidence += [Evidence.of(ev, "container killed for memory") for ev in kill_events[:3]]
+        evidence += [Evidence.of(ev, self.say("kill note")) for ev in kill_events[:3]]
         # The kill itself is container-memory-exceeded's finding (it leads, being timestamped); this one names the
         # configuration behind it.
         finding = self.finding("rocksdb-unmanaged-memory", summary, [], confidence=0.7,
@@ -519,27 +595,6 @@ def _is_number(text: str) -> bool:
         return True
     except ValueError:
         return False
-
-
-def _change_reason(key: str, value: str | None, conf: dict[str, str], cause: str) -> str:
-    old = conf.get(key)
-    name = key.rsplit(".", 1)[-1] if key.endswith("fraction") else key
-    if value is None:
-        if key.endswith("jvm-overhead.fraction"):
-            return (f"Remove {key} ({old}): it is a fraction of the whole process, so {old} hands the JVM overhead "
-                    f"far more than it needs (taken from the task heap, or added on top of a fixed Flink size); the "
-                    f"default is 0.1 (min 192m, max 1g).")
-        if key.endswith(".fraction"):
-            return (f"Remove {key} ({old}): Flink's default fraction leaves room for the task heap; the fractions "
-                    f"of managed and network memory share one Total Flink Memory.")
-        if key.endswith(("task.heap.size", "managed.size")):
-            return f"Remove the explicit {key} ({old}): it does not fit next to the configured total; Flink derives it."
-        return f"Remove {key} ({old}): back to Flink's default, which fits the configured total."
-    if key.endswith("fraction"):
-        return f"Lower {name} from {old} to {value} so the other pools fit into Total Flink Memory."
-    if key.endswith(("process.size", "flink.size")):
-        return f"The smallest total in which these memory options fit ({old or 'unset'} -> {value})."
-    return f"Set {key} to {value} ({old or 'unset'} before) so the ranges are consistent."
 
 
 DEFAULT_SEGMENT = 32 * 1024

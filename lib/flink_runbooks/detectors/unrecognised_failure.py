@@ -96,6 +96,42 @@ class UnrecognisedFailure(Detector):
                                 "frames), from the TaskManager that ran the failing task."),
     )
 
+    templates = {
+        "head": "The first fault{where} was {fault}.",
+        "where": " in {task}",
+        "thrown by": "It was thrown by {component}: {why}.",
+        "thrower undetermined": "Which component threw it is undetermined: {why}.",
+        "own code": "The job's own code on the stack: {frame}.",
+        "job failed": "The job FAILED.",
+        "job restarting": "The job restarted ({episodes} failure episode(s)).",
+        "job recovered": "The job restarted {episodes} time(s) and was running again after the last restart.",
+        "job unknown": "The excerpt does not show what became of the job.",
+        "distinct faults": "{count} different faults appear across the episodes; the first one is named here.",
+        "uncatalogued": "No catalogued runbook recognises this failure.",
+        "unknown": "Unknown from these logs: {unknown}.",
+        "unknown outcome": "whether the job failed or restarted and how often (an excerpt, no job state changes)",
+        "unknown frames": "the frames of the deepest cause",
+        "unknown exception": "the exception itself (none is logged with the failure)",
+        "first fault note": "first fault: {fault}",
+        "collect the JobManager log": "The JobManager log around the failure shows the job's state changes, the first "
+                                      "task that failed and whether restarts followed; an excerpt cannot show the "
+                                      "first fault of the episode.",
+        "collect the full stack trace": "The complete trace of the first failure (every 'Caused by:' and its first "
+                                        "frames) tells whether the job's code, a library or Flink threw it.",
+        "guard the code": "Reproduce with the failing record (the task and frames above say where); guard bad input "
+                          "instead of letting one record fail the job over and over.",
+        "check the connector": "Look at the external system's own logs at the time of the fault and compare the "
+                               "connector version with the Flink version it was built for.",
+        "check the environment": "The fault came from outside the job: check the host's disk, DNS and network, and "
+                                 "the storage service's health at the time of the first fault.",
+        "collect the JVM's view": "For class-loading errors compare the job jar's dependencies with Flink's lib/ (mvn "
+                                  "dependency:tree); for resource errors the TaskManager's memory configuration and a "
+                                  "heap dump.",
+        "search the issue tracker": "A Flink-internal exception outside the catalogue may be a known bug of this "
+                                    "version: search issues.apache.org/jira/projects/FLINK for the class and message, "
+                                    "and note the exact Flink version.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         failures = failure_events(incident)
         if not failures:
@@ -109,18 +145,18 @@ class UnrecognisedFailure(Detector):
         cause = _CAUSE_OF[fault.component]
         unknown = []
         if excerpt:
-            unknown.append("whether the job failed or restarted and how often (an excerpt, no job state changes)")
+            unknown.append(self.say("unknown outcome"))
         if not fault.user_frames and fault.component in (None, "user code"):
-            unknown.append("the frames of the deepest cause")
+            unknown.append(self.say("unknown frames"))
         if fault.deepest is None:
-            unknown.append("the exception itself (none is logged with the failure)")
+            unknown.append(self.say("unknown exception"))
         confidence = 0.6 if fault.component and not excerpt else 0.45 if fault.component else 0.3
         # Numbers (record ids, offsets, ports) differ between attempts of the same fault.
         distinct = sorted({re.sub(r"\d+", "N", read_fault(ev).text) for ep in eps for ev in ep.failures
                            if not is_secondary(ev)})
         summary = self._summary(fault, outcome, eps, unknown, distinct)
         evidence = [event] + [ev for ev in failures if ev is not event][:3]
-        notes = {0: f"first fault: {fault.text[:200]}"}
+        notes = {0: self.say("first fault note", fault=fault.text[:200])}
         details = {
             "first_fault": fault.text,
             "task_or_operator": fault.task or "unknown",
@@ -133,69 +169,52 @@ class UnrecognisedFailure(Detector):
             "unknown": unknown or "nothing",
         }
         return [self.finding(cause, summary, evidence, confidence=confidence, notes=notes, details=details,
-                             patches=self._collect_next(fault, excerpt),
+                             patches=self._patches(fault, excerpt),
                              severity="warning" if outcome == "recovered" and len(eps) == 1 else "failure")]
 
-    @staticmethod
-    def _summary(fault, outcome, eps, unknown, distinct) -> str:
-        where = f" in {fault.task}" if fault.task else ""
-        parts = [f"The first fault{where} was {fault.text[:300].rstrip('.')}."]
-        parts.append(f"It was thrown by {fault.component}: {fault.why}." if fault.component
-                     else f"Which component threw it is undetermined: {fault.why}.")
+    def _summary(self, fault, outcome, eps, unknown, distinct) -> str:
+        parts = [self.say("head", where=self.say("where", task=fault.task) if fault.task else "",
+                          fault=fault.text[:300].rstrip("."))]
+        parts.append(self.say("thrown by", component=fault.component, why=fault.why) if fault.component
+                     else self.say("thrower undetermined", why=fault.why))
         if fault.user_frames:
-            parts.append(f"The job's own code on the stack: {_short(fault.user_frames[0])}.")
-        parts.append({"failed": "The job FAILED.",
-                      "restarting": f"The job restarted ({len(eps)} failure episode(s)).",
-                      "recovered": f"The job restarted {len(eps)} time(s) and was running again after the last restart.",
-                      "unknown": "The excerpt does not show what became of the job."}[outcome])
+            parts.append(self.say("own code", frame=_short(fault.user_frames[0])))
+        parts.append(self.say(f"job {outcome}", episodes=len(eps)) if outcome in ("restarting", "recovered")
+                     else self.say(f"job {outcome}"))
         if len(distinct) > 1:
-            parts.append(f"{len(distinct)} different faults appear across the episodes; the first one is named here.")
-        parts.append("No catalogued runbook recognises this failure.")
+            parts.append(self.say("distinct faults", count=len(distinct)))
+        parts.append(self.say("uncatalogued"))
         if unknown:
-            parts.append("Unknown from these logs: " + "; ".join(unknown) + ".")
+            parts.append(self.say("unknown", unknown="; ".join(unknown)))
         return " ".join(parts)
 
-    def _collect_next(self, fault, excerpt: bool):
+    def _patches(self, fault, excerpt: bool):
         out = []
         if excerpt:
             out.append(self.ops_patch(
-                "collect the JobManager log",
-                "The JobManager log around the failure shows the job's state changes, the first task that failed and "
-                "whether restarts followed; an excerpt cannot show the first fault of the episode.",
+                "collect the JobManager log", self.say("collect the JobManager log"),
                 snippet="grep -n -E 'switched from (state )?RUNNING to (FAILED|FAILING|RESTARTING)' jobmanager.log"))
         if fault.component in (None, "user code"):
             out.append(self.ops_patch(
-                "collect the full stack trace",
-                "The complete trace of the first failure (every 'Caused by:' and its first frames) tells whether the "
-                "job's code, a library or Flink threw it.",
+                "collect the full stack trace", self.say("collect the full stack trace"),
                 snippet="grep -n -A 60 -E 'switched from RUNNING to FAILED' taskmanager*.log | head -120"))
         if fault.component == "user code":
             out.append(self.code_patch(
                 "fix or guard the failing code",
                 "// e.g. route bad records to a side output instead of throwing\nctx.output(badRecords, value);",
-                "Reproduce with the failing record (the task and frames above say where); guard bad input instead of "
-                "letting one record fail the job over and over."))
+                self.say("guard the code")))
         if fault.component == "a connector":
-            out.append(self.ops_patch(
-                "check the external system and the connector version",
-                "Look at the external system's own logs at the time of the fault and compare the connector version "
-                "with the Flink version it was built for."))
+            out.append(self.ops_patch("check the external system and the connector version",
+                                      self.say("check the connector")))
         if fault.component == "the environment":
-            out.append(self.ops_patch(
-                "check the host, network or storage at that time",
-                "The fault came from outside the job: check the host's disk, DNS and network, and the storage "
-                "service's health at the time of the first fault."))
+            out.append(self.ops_patch("check the host, network or storage at that time",
+                                      self.say("check the environment")))
         if fault.component == "the JVM":
             out.append(self.ops_patch(
-                "collect the JVM's view",
-                "For class-loading errors compare the job jar's dependencies with Flink's lib/ (mvn dependency:tree); "
-                "for resource errors the TaskManager's memory configuration and a heap dump.",
+                "collect the JVM's view", self.say("collect the JVM's view"),
                 snippet="jar tf job.jar | grep -i <missing class>; ls $FLINK_HOME/lib"))
         if fault.component == "Flink":
-            out.append(self.ops_patch(
-                "search Flink's issue tracker",
-                "A Flink-internal exception outside the catalogue may be a known bug of this version: search "
-                "issues.apache.org/jira/projects/FLINK for the class and message, and note the exact Flink version."))
+            out.append(self.ops_patch("search Flink's issue tracker", self.say("search the issue tracker")))
         return out
 
 
