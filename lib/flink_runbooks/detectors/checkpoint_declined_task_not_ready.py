@@ -107,6 +107,56 @@ class CheckpointDeclinedTaskNotReady(Detector):
                 "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint was declined (tasks not ready)"),
     )
 
+    templates = {
+        "head": "{count} checkpoint trigger(s) were aborted because tasks were not running{ignored}. ",
+        "ignored": " ({count} more during failovers not counted)",
+        "tasks-finished": "Why: {why} Finished tasks{names} block every checkpoint from then on: no checkpoint "
+                          "completes, so offsets and two-phase-commit sinks are never committed.",
+        "names": " ({names})",
+        "restart-loop": "Why: {why} The job went through {episodes} restart episode(s), first fault: {fault}. Fix "
+                        "that; the aborted checkpoints are its symptom.",
+        "longest": " Tasks needed up to {duration} after a start before all were running.",
+        "tasks failing": "Why: {why}{longest} Each decline discarded the checkpoint while other tasks were still "
+                         "writing it, and {failures} task(s) failed on that (up to 1.8 a checkpoint error fails the "
+                         "task): the job restarts, restores again, and loops.",
+        "undetermined": "These lines carry no time stamps, so whether the aborts were the normal few seconds after a "
+                        "(re)start or went on while tasks stayed DEPLOYING or INITIALIZING (a slow restore) cannot be "
+                        "told.",
+        "tasks-restoring": "Why: {why}{longest} This is transient while state is restored and is not counted against "
+                           "tolerable-failed-checkpoints; {completed} checkpoint(s) completed in these logs.",
+        "first fault note": "what started the restarts: {fault}",
+        "repeated": " ({count} such aborts)",
+        "latest note": "latest abort: {abort}",
+        "task": "task {task}",
+        "a task": "a task",
+        "finished not enabled": "tasks had finished and checkpointing with finished tasks is not enabled",
+        "in state": "{task} was {state}, not RUNNING",
+        "declined": "{task} declined: not running yet",
+        "not running": "{task} was not running yet",
+        "start note": "the job had (re)started here; its tasks were not all running yet",
+        "finished note": "{task} finished while the job kept running",
+        "discarded note": "a task failed because the declined checkpoint was discarded under its asynchronous "
+                          "snapshot",
+        "upgrade": "Flink checkpoints with finished tasks since 1.14 (FLIP-147, on by default since 1.15). Until then "
+                   "keep sources from finishing: e.g. legacy FlinkKafkaConsumer subtasks without a partition finish, "
+                   "so keep source parallelism at or below the number of partitions.",
+        "after tasks finish": "Let checkpoints continue after some tasks finished (FLIP-147): finished tasks are "
+                              "skipped instead of aborting every checkpoint.",
+        "fail task on error": "Up to 1.8 a checkpoint error fails the task that hit it; with this a discarded "
+                              "checkpoint no longer fails tasks and the restart loop stops (from 1.9 on use "
+                              "setTolerableCheckpointFailureNumber instead).",
+        "interval": "Tasks needed up to {duration} to be running after a start: an interval longer than that lets the "
+                    "first checkpoint find them ready.",
+        "local recovery": "Restoring after a failover took up to {duration}, longer than the {interval} checkpoint "
+                          "interval: local recovery restores from the TaskManagers' local copy instead of downloading "
+                          "the state again.",
+        "nothing to change": "Aborts while tasks restore are not counted against tolerable-failed-checkpoints (since "
+                             "1.9); act only if they go on long after the job started (then look at what slows the "
+                             "restore).",
+        "fix the first fault": "The job restarts before its tasks are all running; the runbook of the first fault "
+                               "says what to change. Checkpoint settings do not help here.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         aborts = not_ready_aborts(incident)
         if not aborts:
@@ -152,8 +202,22 @@ class CheckpointDeclinedTaskNotReady(Detector):
             "first_fault": fault_text(other_faults[0].first_fault) if cause == "restart-loop" else None,
         }
         evidence, notes = self._evidence(cause, group, task_failures, other_faults, eps, incident)
-        summary = self._summary(cause, group, relevant, during_failover, task_failures, other_faults, eps, restore,
-                                history)
+        summary = self.say("head", count=len(relevant),
+                           ignored=self.say("ignored", count=len(during_failover)) if during_failover else "")
+        why = self.cause(cause).summary
+        longest = self.say("longest", duration=human_duration(max(ms for ms, _ in restore))) if restore else ""
+        if cause == "tasks-finished":
+            tasks = sorted({a.task for a in group if a.task})
+            summary += self.say(cause, why=why, names=self.say("names", names=", ".join(tasks[:3])) if tasks else "")
+        elif cause == "restart-loop":
+            summary += self.say(cause, why=why, episodes=len(eps), fault=fault_text(other_faults[0].first_fault))
+        elif task_failures:
+            summary += self.say("tasks failing", why=why, longest=longest, failures=len(task_failures))
+        elif cause == "undetermined":
+            summary += self.say(cause)
+        else:
+            summary += self.say(cause, why=why, longest=longest,
+                                completed=sum(a.outcome == "completed" for a in history))
         return [self.finding(
             cause, summary, evidence,
             confidence=(0.3 if cause == "undetermined"
@@ -171,49 +235,32 @@ class CheckpointDeclinedTaskNotReady(Detector):
 
         if cause == "restart-loop":
             first = other_faults[0].first_fault
-            add(first, f"what started the restarts: {fault_text(first)}")
-        add(group[0].event, _describe(group[0]) + (f" ({len(group)} such aborts)" if len(group) > 1 else ""))
+            add(first, self.say("first fault note", fault=fault_text(first)))
+        described = []
+        for a in (group[0], group[-1]):
+            task = self.say("task", task=a.task) if a.task else self.say("a task")
+            if a.kind == "finished-not-enabled":
+                described.append(self.say("finished not enabled"))
+            elif a.state:
+                described.append(self.say("in state", task=task, state=a.state))
+            elif a.kind == "declined-not-ready":
+                described.append(self.say("declined", task=task))
+            else:
+                described.append(self.say("not running", task=task))
+        add(group[0].event, described[0] + (self.say("repeated", count=len(group)) if len(group) > 1 else ""))
         start = _job_start_before(incident, group[0].event)
         if start is not None and cause != "tasks-finished":
-            add(start, "the job had (re)started here; its tasks were not all running yet")
+            add(start, self.say("start note"))
         if cause == "tasks-finished":
             for ev, m in incident.find(TASK_FINISHED):
                 if (ev.ts or "") <= (group[0].event.ts or "~"):
-                    add(ev, f"{m['task']} finished while the job kept running")
+                    add(ev, self.say("finished note", task=m["task"]))
                     break
         for ev in task_failures[:2]:
-            add(ev, "a task failed because the declined checkpoint was discarded under its asynchronous snapshot")
+            add(ev, self.say("discarded note"))
         if len(group) > 1:
-            add(group[-1].event, f"latest abort: {_describe(group[-1])}")
+            add(group[-1].event, self.say("latest note", abort=described[1]))
         return evs, notes
-
-    def _summary(self, cause, group, relevant, during_failover, task_failures, other_faults, eps, restore, history):
-        n = len(relevant)
-        ignored = f" ({len(during_failover)} more during failovers not counted)" if during_failover else ""
-        head = f"{n} checkpoint trigger(s) were aborted because tasks were not running{ignored}. "
-        why = self.cause(cause).summary
-        if cause == "tasks-finished":
-            tasks = sorted({a.task for a in group if a.task})
-            names = f" ({', '.join(tasks[:3])})" if tasks else ""
-            return head + (f"Why: {why} Finished tasks{names} block every checkpoint from then on: no checkpoint "
-                           f"completes, so offsets and two-phase-commit sinks are never committed.")
-        if cause == "restart-loop":
-            first = other_faults[0].first_fault
-            return head + (f"Why: {why} The job went through {len(eps)} restart episode(s), first fault: "
-                           f"{fault_text(first)}. Fix that; the aborted checkpoints are its symptom.")
-        longest = (f" Tasks needed up to {human_duration(max(ms for ms, _ in restore))} after a start before all were "
-                   f"running.") if restore else ""
-        if task_failures:
-            return head + (f"Why: {why}{longest} Each decline discarded the checkpoint while other tasks were still "
-                           f"writing it, and {len(task_failures)} task(s) failed on that (up to 1.8 a checkpoint "
-                           f"error fails the task): the job restarts, restores again, and loops.")
-        if cause == "undetermined":
-            return head + ("These lines carry no time stamps, so whether the aborts were the normal few seconds after "
-                           "a (re)start or went on while tasks stayed DEPLOYING or INITIALIZING (a slow restore) "
-                           "cannot be told.")
-        completed = sum(a.outcome == "completed" for a in history)
-        return head + (f"Why: {why}{longest} This is transient while state is restored and is not counted against "
-                       f"tolerable-failed-checkpoints; {completed} checkpoint(s) completed in these logs.")
 
     # -- patches
 
@@ -229,14 +276,11 @@ class CheckpointDeclinedTaskNotReady(Detector):
             if version is not None and version < (1, 14):
                 patches.append(self.ops_patch(
                     "upgrade for checkpoints after tasks finish",
-                    "Flink checkpoints with finished tasks since 1.14 (FLIP-147, on by default since 1.15). Until "
-                    "then keep sources from finishing: e.g. legacy FlinkKafkaConsumer subtasks without a partition "
-                    "finish, so keep source parallelism at or below the number of partitions."))
+                    self.say("upgrade")))
             elif flag is not True:
                 patches.append(self.flink_patch(
                     incident, FLIP147_KEY, "true",
-                    "Let checkpoints continue after some tasks finished (FLIP-147): finished tasks are skipped "
-                    "instead of aborting every checkpoint."))
+                    self.say("after tasks finish")))
         if cause == "tasks-restoring":
             interval = cfg.get_duration_ms(INTERVAL_KEY)
             longest = max((ms for ms, _ in restore), default=None)
@@ -245,45 +289,28 @@ class CheckpointDeclinedTaskNotReady(Detector):
                 patches.append(self.code_patch(
                     "ExecutionConfig#setFailTaskOnCheckpointError",
                     "env.getConfig().setFailTaskOnCheckpointError(false);",
-                    "Up to 1.8 a checkpoint error fails the task that hit it; with this a discarded checkpoint no "
-                    "longer fails tasks and the restart loop stops (from 1.9 on use "
-                    "setTolerableCheckpointFailureNumber instead)."))
+                    self.say("fail task on error")))
                 if longest:
                     wanted = ceil_duration_ms(max(1.5 * longest, interval or 0))
                     patches.append(self.code_patch(
                         "StreamExecutionEnvironment#enableCheckpointing",
                         f"env.enableCheckpointing({wanted}L); // {format_duration(wanted)}",
-                        f"Tasks needed up to {human_duration(longest)} to be running after a start: an interval "
-                        f"longer than that lets the first checkpoint find them ready."))
+                        self.say("interval", duration=human_duration(longest))))
             elif after_failover and interval and after_failover > interval and not cfg.get_bool(LOCAL_RECOVERY_KEY):
                 # Local copies exist only for a restart on the same TaskManagers, not for a fresh deployment.
                 patches.append(self.flink_patch(
                     incident, LOCAL_RECOVERY_KEY, "true",
-                    f"Restoring after a failover took up to {human_duration(after_failover)}, longer than the "
-                    f"{format_duration(interval)} checkpoint interval: local recovery restores from the TaskManagers' "
-                    f"local copy instead of downloading the state again."))
+                    self.say("local recovery", duration=human_duration(after_failover),
+                             interval=format_duration(interval))))
             if not old_api:
                 patches.append(self.ops_patch(
                     "nothing to change if it stops",
-                    "Aborts while tasks restore are not counted against tolerable-failed-checkpoints (since 1.9); "
-                    "act only if they go on long after the job started (then look at what slows the restore)."))
+                    self.say("nothing to change")))
         if cause == "restart-loop":
             patches.append(self.ops_patch(
                 "fix the first fault",
-                "The job restarts before its tasks are all running; the runbook of the first fault says what to "
-                "change. Checkpoint settings do not help here."))
+                self.say("fix the first fault")))
         return patches
-
-
-def _describe(a: NotReadyAbort) -> str:
-    task = f"task {a.task}" if a.task else "a task"
-    if a.kind == "finished-not-enabled":
-        return "tasks had finished and checkpointing with finished tasks is not enabled"
-    if a.state:
-        return f"{task} was {a.state}, not RUNNING"
-    if a.kind == "declined-not-ready":
-        return f"{task} declined: not running yet"
-    return f"{task} was not running yet"
 
 
 def _is_not_ready(ev: Event) -> bool:

@@ -191,6 +191,82 @@ class ClassloadingConflict(Detector):
                                 "classloader.resolve-order."),
     )
 
+    templates = {
+        "excerpt": " This is an excerpt: the classpath Flink logged at start-up and the job's state changes are not "
+                   "in it, so which jars were in lib/ and whether the job failed are unknown.",
+        "error note": "the class-loading error",
+        "classpath note": "the classpath this process started with (lib/ first)",
+        "where": " in {role}",
+        "duplicate-class-lib-and-job-jar": "{cls} exists twice{where}: one copy loaded by {loader_a}, the other by "
+                                           "{loader_b}. An object made by one copy cannot be cast to the other, so "
+                                           "the same class must live in one place only. ",
+        "lib loader": "Flink's lib/ ('app', the parent class loader)",
+        "job loader": "the job jar ({loader})",
+        "added jars": "Jars added to lib/: {jars}; one of them carries {package}. ",
+        "resolve order": "Class loading is {order} ({source}): the job jar's copy wins for the job's own code, lib/'s "
+                         "for everything lib/ creates.",
+        "dependency-missing-from-job-jar": "The job needs {cls}, which neither its jar nor Flink's lib/ "
+                                           "provides{where} ({exception}). The library it belongs to was a "
+                                           "compile-time dependency that the build did not package (Maven scope "
+                                           "'provided', or the thin jar instead of the shaded one).",
+        "used at": " It is used at {frame}.",
+        "library-version-clash": "The job calls {member}, which the {library} version loaded at run time does not "
+                                 "have ({exception}): the job was compiled against another version of {it}. ",
+        "jars carry": "On the classpath Flink logged, {jars} carry {library}. ",
+        "jar carries": "On the classpath Flink logged, {jars} carries {library}. ",
+        "parent-first order": "classloader.resolve-order is parent-first ({source}), so lib/'s version wins over the "
+                              "one in the job jar.",
+        "parent-first pattern": "{package} matches a parent-first pattern, so lib/'s version wins over the job jar's.",
+        "child-first": "Class loading is child-first: the job jar does not package it (or packages an older version), "
+                       "so another copy was used.",
+        "flink-class-missing": "{cls} is Flink's own, and this Flink installation ({release}) does not have {what} "
+                               "({exception}). ",
+        "its member": "its member {member}",
+        "module missing": "Only Flink's own code is on the stack: a Flink module this tool needs is not installed (a "
+                          "jar of the distribution's opt/ folder, such as the SQL gateway for the SQL client, or the "
+                          "Table planner in lib/).",
+        "other release": "The job or a connector jar was built against another Flink release.",
+        "leaked object": "{cls} made by one job class loader ({loader_a}) reached code of another ({loader_b}): an "
+                         "object of an earlier job or attempt was kept (a static cache or registry in lib/) after its "
+                         "loader was released.",
+        "classloader-leak": "Code of a job whose class loader Flink had already closed tried to load a class {count} "
+                            "time(s){threads}: something the job started (a thread, a timer, a shutdown hook) or a "
+                            "static field in lib/ kept the loader after the job ended. ",
+        "threads": " (thread {threads})",
+        "submissions": "{count} job submission(s) in these logs: every one leaves its loader and classes in Metaspace "
+                       "while the leak holds them; if Metaspace runs out, see the oom-metaspace runbook.",
+        "did not fail": " The job itself did not fail from it.",
+        "undetermined": "A class-loading error{where} ({exception}), but the record does not name the class or the "
+                        "loaders involved.",
+        "compare": "Find every copy of the class: the job jar, Flink's lib/ on every JobManager and TaskManager "
+                   "image, and the Hadoop classpath.",
+        "one place": "Either remove {package} from the job jar (Maven scope 'provided': lib/ has it) or remove the "
+                     "jar that carries it from lib/. Both copies together break every object that crosses between "
+                     "them.",
+        "load from lib": "When the library must stay in lib/ (shared by several jobs), load {package} from lib/ for "
+                         "the job too: one copy, no cast between copies.",
+        "own version": "When the job needs its own version, relocate it so it no longer has the same name as lib/'s.",
+        "package it": "Package the library that holds {cls} in the job jar (or install it in lib/ of every JobManager "
+                      "and TaskManager, then it must never be in the job jar as well).",
+        "child-first reason": "The job jar packs the version it was compiled against; child-first (Flink's default) "
+                              "lets it win over lib/'s for the job's own classes.",
+        "drop parent-first": "{package} is listed as parent-first, so lib/'s version always wins; drop it so the job "
+                             "jar's version is used.",
+        "relocate": "Relocating the job's copy makes it independent of whatever version lib/ or Hadoop bring, "
+                    "whatever the resolve order.",
+        "install the module": "Install the Flink jar that holds {cls} (the same release as flink-dist) where the "
+                              "failing tool runs: the full binary distribution ships it in lib/ or opt/.",
+        "rebuild": "Build the job with flink.version={version} (Flink's artifacts in scope 'provided') and use the "
+                   "connector release made for this Flink version.",
+        "stop in close": "A thread, timer or pool started by the job keeps its class loader alive after the job "
+                         "ended; stop it in close() (and in the job's shutdown hooks) so the loader can be collected.",
+        "check leaks": "Diagnostic only: with the check on, a leaked loader fails loudly with its stack trace (who "
+                       "still uses it) instead of silently loading classes of a finished job. Turning it off never "
+                       "fixes a leak.",
+        "watch metaspace": "Each leaked loader keeps the job's classes in Metaspace; in a session cluster they add up "
+                           "until OutOfMemoryError: Metaspace (the oom-metaspace runbook).",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         problems = self._problems(incident)
         failing = [p for p in problems if p.kind != "closed" or _is_failure(p, incident)]
@@ -206,8 +282,7 @@ class ClassloadingConflict(Detector):
         severity = "failure" if failing else "warning"
         summary, notes, extra, details = self._explain(incident, cause, first, same, failing)
         if excerpt:
-            summary += (" This is an excerpt: the classpath Flink logged at start-up and the job's state changes are "
-                        "not in it, so which jars were in lib/ and whether the job failed are unknown.")
+            summary += self.say("excerpt")
         evidence = [first.event] + [p.event for p in same[1:3]] + extra
         patches = self._patches(incident, cause, first)
         return [self.finding(cause, summary, evidence, confidence=confidence, patches=patches, severity=severity,
@@ -260,55 +335,44 @@ class ClassloadingConflict(Detector):
                          "jars added to lib/": added or ("none" if cps else "unknown (no Classpath line)")}
         if frames:
             details["job frames"] = frames
-        notes = {0: "the class-loading error"}
+        notes = {0: self.say("error note")}
         extra: list[Event] = []
-        where = f" in {p.event.role}" if p.event.role != "unknown" else ""
+        where = self.say("where", role=p.event.role) if p.event.role != "unknown" else ""
         if cause == "duplicate-class-lib-and-job-jar":
             a, b = p.loaders or ("?", "?")
             details["loaders"] = [a, b]
-            summary = (f"{p.cls} exists twice{where}: one copy loaded by {_describe_loader(a)}, the other by "
-                       f"{_describe_loader(b)}. An object made by one copy cannot be cast to the other, so the same "
-                       f"class must live in one place only. ")
-            summary += (f"Jars added to lib/: {', '.join(added)}; one of them carries {p.package}. " if added else "")
-            summary += (f"Class loading is {order} ({order_source}): the job jar's copy wins for the job's own code, "
-                        f"lib/'s for everything lib/ creates.")
+            loader_a, loader_b = (self.say("lib loader") if x.strip("'") == "app"
+                                  else self.say("job loader", loader=x.rsplit(".", 1)[-1]) if _is_job_loader(x)
+                                  else x for x in (a, b))
+            summary = self.say(cause, cls=p.cls, where=where, loader_a=loader_a, loader_b=loader_b)
+            summary += self.say("added jars", jars=", ".join(added), package=p.package) if added else ""
+            summary += self.say("resolve order", order=order, source=order_source)
         elif cause == "dependency-missing-from-job-jar":
-            summary = (f"The job needs {p.cls}, which neither its jar nor Flink's lib/ provides{where} "
-                       f"({p.text[:200]}). The library it belongs to was a compile-time dependency that the build did "
-                       f"not package (Maven scope 'provided', or the thin jar instead of the shaded one).")
+            summary = self.say(cause, cls=p.cls, where=where, exception=p.text[:200])
             if frames:
-                summary += f" It is used at {frames[0]}."
+                summary += self.say("used at", frame=frames[0])
         elif cause == "library-version-clash":
             lib = _library(p.cls)
             suspects = sorted({jar.rsplit("/", 1)[-1] for _, jar in dependencies.jars_matching(
                 incident, LIBRARY_JARS.get(lib or "", r"^$"))})
             details["library"] = lib or "unknown"
             details["jars that carry it"] = suspects or "none on the logged classpath"
-            member = f"{p.cls}.{p.member}" if p.member else p.cls
-            summary = (f"The job calls {member}, which the {lib or 'library'} version loaded at run time does not "
-                       f"have ({p.text[:200]}): the job was compiled against another version of {lib or 'it'}. ")
+            summary = self.say(cause, member=f"{p.cls}.{p.member}" if p.member else p.cls, library=lib or "library",
+                               exception=p.text[:200], it=lib or "it")
             if suspects:
-                summary += (f"On the classpath Flink logged, {', '.join(suspects)} "
-                            f"{'carry' if len(suspects) > 1 else 'carries'} {lib}. ")
+                summary += self.say("jars carry" if len(suspects) > 1 else "jar carries", jars=", ".join(suspects),
+                                    library=lib)
             if order == "parent-first":
-                summary += (f"classloader.resolve-order is parent-first ({order_source}), so lib/'s version wins over "
-                            f"the one in the job jar.")
+                summary += self.say("parent-first order", source=order_source)
             elif _parent_first(incident, p.cls):
-                summary += f"{p.package} matches a parent-first pattern, so lib/'s version wins over the job jar's."
+                summary += self.say("parent-first pattern", package=p.package)
             else:
-                summary += ("Class loading is child-first: the job jar does not package it (or packages an older "
-                            "version), so another copy was used.")
+                summary += self.say("child-first")
         elif cause == "flink-class-missing":
-            what = f"its member {p.member}" if p.member else "it"
-            release = incident.flink_version or "version unknown"
-            summary = (f"{p.cls} is Flink's own, and this Flink installation ({release}) does not have {what} "
-                       f"({p.text[:200]}). ")
-            if _only_flink_frames(p.event):
-                summary += ("Only Flink's own code is on the stack: a Flink module this tool needs is not installed "
-                            "(a jar of the distribution's opt/ folder, such as the SQL gateway for the SQL client, or "
-                            "the Table planner in lib/).")
-            else:
-                summary += "The job or a connector jar was built against another Flink release."
+            summary = self.say(cause, cls=p.cls, release=incident.flink_version or "version unknown",
+                               what=self.say("its member", member=p.member) if p.member else "it",
+                               exception=p.text[:200])
+            summary += self.say("module missing") if _only_flink_frames(p.event) else self.say("other release")
         elif cause == "classloader-leak":
             closed = [x for x in same if x.kind == "closed"]
             threads = sorted({x.event.thread for x in same if x.event.thread})
@@ -317,33 +381,25 @@ class ClassloadingConflict(Detector):
             if threads:
                 details["threads"] = threads
             if p.kind == "cast":
-                summary = (f"{p.cls} made by one job class loader ({p.loaders[0]}) reached code of another "
-                           f"({p.loaders[1]}): an object of an earlier job or attempt was kept (a static cache or "
-                           f"registry in lib/) after its loader was released.")
+                summary = self.say("leaked object", cls=p.cls, loader_a=p.loaders[0], loader_b=p.loaders[1])
             else:
-                summary = (f"Code of a job whose class loader Flink had already closed tried to load a class "
-                           f"{len(same)} time(s)" + (f" (thread {', '.join(threads[:3])})" if threads else "") +
-                           ": something the job started (a thread, a timer, a shutdown hook) or a static field in "
-                           "lib/ kept the loader after the job ended. ")
-                summary += (f"{submissions} job submission(s) in these logs: every one leaves its loader and classes "
-                            "in Metaspace while the leak holds them; if Metaspace runs out, see the oom-metaspace "
-                            "runbook." if submissions else "")
+                summary = self.say(cause, count=len(same),
+                                   threads=self.say("threads", threads=", ".join(threads[:3])) if threads else "")
+                summary += self.say("submissions", count=submissions) if submissions else ""
             if failing is not None and p not in failing:
-                summary += " The job itself did not fail from it."
+                summary += self.say("did not fail")
         else:
-            summary = (f"A class-loading error{where} ({p.text[:200]}), but the record does not name the class or "
-                       f"the loaders involved.")
+            summary = self.say(cause, where=where, exception=p.text[:200])
         if cps and cause in ("duplicate-class-lib-and-job-jar", "library-version-clash", "dependency-missing-from-job-jar"):
             extra.append(cps[0].event)
-            notes[1 + len([x for x in same[1:3]])] = "the classpath this process started with (lib/ first)"
+            notes[1 + len([x for x in same[1:3]])] = self.say("classpath note")
         return summary, notes, extra, details
 
     def _patches(self, incident: Incident, cause: str, p: ClassProblem):
         cls_path = (p.cls or "<class>").replace(".", "/")
         compare = self.ops_patch(
             "compare the job jar with lib/",
-            "Find every copy of the class: the job jar, Flink's lib/ on every JobManager and TaskManager image, and "
-            "the Hadoop classpath.",
+            self.say("compare"),
             snippet=(f"jar tf <job jar> | grep '{cls_path}'\n"
                      f"for j in $FLINK_HOME/lib/*.jar; do unzip -l \"$j\" | grep -q '{cls_path}' && echo \"$j\"; done\n"
                      "mvn dependency:tree -Dincludes=<groupId>   # which dependency brings it into the job"))
@@ -351,19 +407,16 @@ class ClassloadingConflict(Detector):
         if cause == "duplicate-class-lib-and-job-jar":
             out.append(self.ops_patch(
                 "keep the library in one place",
-                f"Either remove {p.package} from the job jar (Maven scope 'provided': lib/ has it) or remove the jar "
-                f"that carries it from lib/. Both copies together break every object that crosses between them."))
+                self.say("one place", package=p.package)))
             if p.package:
                 current = incident.config.get("classloader.parent-first-patterns.additional")
                 value = f"{current.rstrip(';')};{p.package}." if current else f"{p.package}."
                 out.append(self.flink_patch(
                     incident, "classloader.parent-first-patterns.additional", value,
-                    f"When the library must stay in lib/ (shared by several jobs), load {p.package} from lib/ for "
-                    f"the job too: one copy, no cast between copies."))
+                    self.say("load from lib", package=p.package)))
             out.append(self.code_patch("relocate the library in the job jar",
                                        SHADE_SNIPPET.format(lib=p.package, package=p.package),
-                                       "When the job needs its own version, relocate it so it no longer has the "
-                                       "same name as lib/'s."))
+                                       self.say("own version")))
             out.append(compare)
         elif cause == "dependency-missing-from-job-jar":
             out.append(self.code_patch(
@@ -371,44 +424,38 @@ class ClassloadingConflict(Detector):
                 "<!-- pom.xml: compile scope (not provided), then build the shaded jar -->\n<dependency>\n"
                 "  <groupId>…</groupId>\n  <artifactId>…</artifactId>  <!-- the library of " + (p.cls or "the class") +
                 " -->\n  <scope>compile</scope>\n</dependency>\n# check: jar tf target/<job>.jar | grep '" + cls_path + "'",
-                f"Package the library that holds {p.cls} in the job jar (or install it in lib/ of every JobManager "
-                f"and TaskManager, then it must never be in the job jar as well)."))
+                self.say("package it", cls=p.cls)))
             out.append(compare)
         elif cause == "library-version-clash":
             order, _ = dependencies.resolve_order(incident)
             if order == "parent-first":
                 out.append(self.flink_patch(
                     incident, "classloader.resolve-order", "child-first",
-                    "The job jar packs the version it was compiled against; child-first (Flink's default) lets it win "
-                    "over lib/'s for the job's own classes."))
+                    self.say("child-first reason")))
             elif p.package:
                 pattern = incident.config.get("classloader.parent-first-patterns.additional") or ""
                 if any(p.cls.startswith(x.strip()) for x in pattern.split(";") if x.strip()):
                     kept = ";".join(x for x in pattern.split(";") if x.strip() and not p.cls.startswith(x.strip()))
                     out.append(self.flink_patch(
                         incident, "classloader.parent-first-patterns.additional", kept or None,
-                        f"{p.package} is listed as parent-first, so lib/'s version always wins; drop it so the "
-                        f"job jar's version is used."))
+                        self.say("drop parent-first", package=p.package)))
             if p.package:
                 out.append(self.code_patch("relocate the library in the job jar",
                                            SHADE_SNIPPET.format(lib=_library(p.cls) or p.package, package=p.package),
-                                           "Relocating the job's copy makes it independent of whatever version lib/ "
-                                           "or Hadoop bring, whatever the resolve order."))
+                                           self.say("relocate")))
             out.append(compare)
         elif cause == "flink-class-missing":
             if _only_flink_frames(p.event):
                 out.append(self.ops_patch(
                     "install the missing Flink module",
-                    f"Install the Flink jar that holds {p.cls} (the same release as flink-dist) where the failing "
-                    "tool runs: the full binary distribution ships it in lib/ or opt/.",
+                    self.say("install the module", cls=p.cls),
                     snippet=(f"for j in $FLINK_HOME/lib/*.jar $FLINK_HOME/opt/*.jar; do unzip -l \"$j\" | "
                              f"grep -q '{cls_path}' && echo \"$j\"; done\nls $FLINK_HOME/opt   # e.g. "
                              f"flink-sql-gateway-<version>.jar for the SQL client")))
             else:
                 out.append(self.ops_patch(
                     "rebuild against the cluster's Flink version",
-                    f"Build the job with flink.version={incident.flink_version or '<the cluster version>'} (Flink's "
-                    "artifacts in scope 'provided') and use the connector release made for this Flink version.",
+                    self.say("rebuild", version=incident.flink_version or "<the cluster version>"),
                     snippet="mvn dependency:tree -Dincludes=org.apache.flink   # every Flink artifact at one version"))
                 out.append(compare)
         elif cause == "classloader-leak":
@@ -418,19 +465,15 @@ class ClassloadingConflict(Detector):
                 "function started\n    refresher.join(5000);\n    executor.shutdownNow();     // pools, timers, "
                 "clients\n    super.close();\n}\n// libraries in lib/ must not keep job objects in static fields "
                 "(caches keyed by class, registries): clear them or move the library into the job jar",
-                "A thread, timer or pool started by the job keeps its class loader alive after the job ended; stop "
-                "it in close() (and in the job's shutdown hooks) so the loader can be collected."))
+                self.say("stop in close")))
             check = incident.config.lookup("classloader.check-leaked-classloader")
             if check is not None and check.value.strip().lower() == "false":
                 out.append(self.flink_patch(
                     incident, "classloader.check-leaked-classloader", "true",
-                    "Diagnostic only: with the check on, a leaked loader fails loudly with its stack trace (who "
-                    "still uses it) instead of silently loading classes of a finished job. Turning it off never "
-                    "fixes a leak."))
+                    self.say("check leaks")))
             out.append(self.ops_patch(
                 "watch Metaspace over resubmissions",
-                "Each leaked loader keeps the job's classes in Metaspace; in a session cluster they add up until "
-                "OutOfMemoryError: Metaspace (the oom-metaspace runbook).",
+                self.say("watch metaspace"),
                 snippet="jcmd <taskmanager pid> VM.classloader_stats | grep -c ChildFirstClassLoader\n"
                         "curl -s http://<tm>:<port>/taskmanagers/<id>/metrics?get=Status.JVM.Memory.Metaspace.Used"))
         else:
@@ -487,14 +530,6 @@ def _java_lang(cls: str) -> str:
 
 def _is_job_loader(name: str) -> bool:
     return "ChildFirstClassLoader" in name or "ParentFirstClassLoader" in name or "FlinkUserCodeClassLoader" in name
-
-
-def _describe_loader(name: str) -> str:
-    if name.strip("'") == "app":
-        return "Flink's lib/ ('app', the parent class loader)"
-    if _is_job_loader(name):
-        return f"the job jar ({name.rsplit('.', 1)[-1]})"
-    return name
 
 
 def _library(cls: str | None) -> str | None:

@@ -89,6 +89,45 @@ class InsufficientNetworkBuffers(Detector):
                 "java.io.IOException: Insufficient number of network buffers: required 408, but only 203 available. The total number of network buffers is currently set to 2048 of 32768 bytes each."),
     )
 
+    templates = {
+        "needed": "A task needed {required} network buffers but only {available} of the TaskManager's {total} were "
+                  "left ({total} x {segment} = {network} of network memory); the failure is reported {failures} "
+                  "time(s) in these logs.",
+        "timed out": "Tasks timed out waiting for exclusive network buffers: the pool holds {total} x {segment} = "
+                     "{network}.",
+        "gate": " At parallelism {parallelism} one all-to-all input gate alone takes {per_channel} "
+                "(buffers-per-channel) x {parallelism} + {floating} (floating) = {gate} buffers.",
+        "segment-size-enlarged": " The segment size is {segment} instead of 32kb, so the network memory is cut into "
+                                 "{factor} times fewer buffers.",
+        "network-capped-by-max": " Network memory sits at its max{derivation}, below what its fraction would give.",
+        "derivation": " ({how})",
+        "network-at-min": " The TaskManager is small: its network fraction gives less than network.min, so only the "
+                          "min is there.",
+        "high-parallelism-shuffle": " Network memory follows its fraction; the job's exchanges simply need more.",
+        "target": " Target: {plan}.",
+        "needed note": "needed {required} buffers, {available} were left of {total} x {segment}",
+        "timed out note": "timed out waiting for buffers ({total} x {segment})",
+        "again note": "the same failure, reported again",
+        "setting note": "network memory setting",
+        "plan": "{buffers} buffers x {segment} = {network} of network memory",
+        "plan same memory": "with 32kb segments the same {network} hold {buffers} buffers, more than the {needed} "
+                            "needed",
+        "segment reason": "Back to the default 32kb segments: at {segment} each buffer is {factor} times bigger and "
+                          "the pool holds that many times fewer ({plan}).",
+        "min reason": "Network memory for the buffers the tasks need: {plan}.",
+        "max reason": "The max must not be below the new min{legacy}.",
+        "legacy max": " (1g by default before 1.17)",
+        "total reason": "The total grows by the added network memory so heap, managed memory and the rest keep their "
+                        "sizes (network memory is part of the process).",
+        "buffer count reason": "The legacy buffer count is ignored once network.min/max are set; remove it to avoid "
+                               "confusion.",
+        "managed reason": "Managed memory keeps its size inside the larger total.",
+        "other reason": "{key}: {value}",
+        "fewer buffers": "With very high parallelism the exclusive buffers grow with parallelism squared: "
+                         "taskmanager.network.memory.buffers-per-channel: 1 (keep >= 1 with unaligned checkpoints) or "
+                         "fewer slots per TaskManager lower the requirement instead of adding memory.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         hits = [(ev, m) for ev, m in incident.find(INSUFFICIENT)]
         timeouts = [(ev, m) for ev, m in incident.find(EXCLUSIVE_TIMEOUT)] if not hits else []
@@ -103,7 +142,7 @@ class InsufficientNetworkBuffers(Detector):
         needed = (total - available + required) if required is not None else None
         mem, source = effective_taskmanager_memory(incident)
         derived, _ = derived_taskmanager_memory(incident)  # the model says how the network size came about
-        cause = self._classify(incident, size, network_bytes, derived)
+        cause = self._cause(incident, size, network_bytes, derived)
         per_channel = incident.config.get_int(BUFFERS_PER_CHANNEL) or DEFAULT_BUFFERS_PER_CHANNEL
         floating = incident.config.get_int(FLOATING_PER_GATE)
         floating = DEFAULT_FLOATING_PER_GATE if floating is None else floating
@@ -135,46 +174,36 @@ class InsufficientNetworkBuffers(Detector):
             details["breakdown"] = breakdown_rows(mem)
         if after is not None:
             details["breakdown_after_patch"] = breakdown_rows(after)
-        summary = self._summary(cause, required, available, total, size, network_bytes, parallelism, how, plan,
-                                len(hits or timeouts), per_channel, floating)
-        notes = {0: (f"needed {required} buffers, {available} were left of {total} x {size_text(size)}"
-                     if required is not None else f"timed out waiting for buffers ({total} x {size_text(size)})"),
-                 1: "the same failure, reported again", 2: "the same failure, reported again"}
+        if required is not None:
+            summary = self.say("needed", required=required, available=available, total=total, segment=size_text(size),
+                               network=size_text(network_bytes), failures=len(hits or timeouts))
+        else:
+            summary = self.say("timed out", total=total, segment=size_text(size), network=size_text(network_bytes))
+        if parallelism:
+            summary += self.say("gate", parallelism=parallelism, per_channel=per_channel, floating=floating,
+                                gate=per_channel * parallelism + floating)
+        if cause == "segment-size-enlarged":
+            summary += self.say(cause, segment=size_text(size), factor=size // DEFAULT_SEGMENT)
+        elif cause == "network-capped-by-max":
+            summary += self.say(cause, derivation=self.say("derivation", how=how) if how else "")
+        else:
+            summary += self.say(cause)
+        summary += self.say("target", plan=plan)
+        notes = {0: (self.say("needed note", required=required, available=available, total=total,
+                              segment=size_text(size))
+                     if required is not None else self.say("timed out note", total=total, segment=size_text(size))),
+                 1: self.say("again note"), 2: self.say("again note")}
         events: list[Event] = [first] + [ev for ev, _ in (hits or timeouts)[1:3]]
         finding = self.finding(cause, summary, events, confidence=0.9 if mem is not None else 0.8, patches=patches,
                                notes=notes, details=details)
         for key in (SEGMENT_KEY, "taskmanager.memory.network.max", "taskmanager.memory.network.min",
                     "taskmanager.memory.network.fraction"):
-            ev = config_evidence(incident, key, "network memory setting")
+            ev = config_evidence(incident, key, self.say("setting note"))
             if ev is not None and len(finding.evidence) < 8:
                 finding.evidence.append(ev)
         return [finding]
 
-    def _summary(self, cause, required, available, total, size, network_bytes, parallelism, how, plan,
-                 failures, per_channel, floating) -> str:
-        if required is not None:
-            text = (f"A task needed {required} network buffers but only {available} of the TaskManager's {total} were "
-                    f"left ({total} x {size_text(size)} = {size_text(network_bytes)} of network memory); "
-                    f"the failure is reported {failures} time(s) in these logs.")
-        else:
-            text = (f"Tasks timed out waiting for exclusive network buffers: the pool holds {total} x "
-                    f"{size_text(size)} = {size_text(network_bytes)}.")
-        if parallelism:
-            text += (f" At parallelism {parallelism} one all-to-all input gate alone takes {per_channel} "
-                     f"(buffers-per-channel) x {parallelism} + {floating} (floating) = "
-                     f"{per_channel * parallelism + floating} buffers.")
-        why = {
-            "segment-size-enlarged": f" The segment size is {size_text(size)} instead of 32kb, so the network memory "
-                                     f"is cut into {size // DEFAULT_SEGMENT} times fewer buffers.",
-            "network-capped-by-max": " Network memory sits at its max" + (f" ({how})" if how else "")
-                                     + ", below what its fraction would give.",
-            "network-at-min": " The TaskManager is small: its network fraction gives less than network.min, so only "
-                              "the min is there.",
-            "high-parallelism-shuffle": " Network memory follows its fraction; the job's exchanges simply need more.",
-        }[cause]
-        return text + why + f" Target: {plan}."
-
-    def _classify(self, incident: Incident, size: int, network_bytes: int, derived) -> str:
+    def _cause(self, incident: Incident, size: int, network_bytes: int, derived) -> str:
         if size > DEFAULT_SEGMENT:
             return "segment-size-enlarged"
         how = derived.derivation.get("network", "") if derived is not None else ""
@@ -208,10 +237,10 @@ class InsufficientNetworkBuffers(Detector):
         # The message is what the TaskManager had; a model that disagrees describes another configuration.
         model_matches = mem is not None and abs(mem.network - network_bytes) <= MIB
         current = mem.network if model_matches else network_bytes
-        plan = f"{target_buffers} buffers x {size_text(segment)} = {size_text(target)} of network memory"
+        plan = self.say("plan", buffers=target_buffers, segment=size_text(segment), network=size_text(target))
         if cause == "segment-size-enlarged" and network_bytes // DEFAULT_SEGMENT >= target_buffers:
-            plan = (f"with 32kb segments the same {size_text(network_bytes)} hold {network_bytes // DEFAULT_SEGMENT} "
-                    f"buffers, more than the {target_buffers} needed")
+            plan = self.say("plan same memory", network=size_text(network_bytes),
+                            buffers=network_bytes // DEFAULT_SEGMENT, needed=target_buffers)
             target = None
         after = None
         if target is not None and target > current:
@@ -231,14 +260,25 @@ class InsufficientNetworkBuffers(Detector):
                 after = derive_taskmanager_memory(apply_changes(conf, changes), version, deployment=deployment)
             except (MemoryConfigError, ValueError):
                 after = None
-        patches = [self.flink_patch(incident, key, value, _reason(key, value, cause, size, plan, conf))
-                   for key, value in changes.items()]
+        patches = []
+        for key, value in changes.items():
+            if key == SEGMENT_KEY:
+                why = self.say("segment reason", segment=size_text(size), factor=size // DEFAULT_SEGMENT, plan=plan)
+            elif key.endswith("network.min"):
+                why = self.say("min reason", plan=plan)
+            elif key.endswith("network.max"):
+                why = self.say("max reason", legacy=self.say("legacy max") if cause == "network-capped-by-max" else "")
+            elif key.endswith(("process.size", "flink.size", "heap.size")):
+                why = self.say("total reason")
+            elif key.endswith("numberOfBuffers"):
+                why = self.say("buffer count reason")
+            elif key.endswith("managed.fraction"):
+                why = self.say("managed reason")
+            else:
+                why = self.say("other reason", key=key, value=value)
+            patches.append(self.flink_patch(incident, key, value, why))
         if cause == "high-parallelism-shuffle":
-            patches.append(self.ops_patch(
-                "fewer buffers per channel",
-                "With very high parallelism the exclusive buffers grow with parallelism squared: "
-                "taskmanager.network.memory.buffers-per-channel: 1 (keep >= 1 with unaligned checkpoints) or "
-                "fewer slots per TaskManager lower the requirement instead of adding memory."))
+            patches.append(self.ops_patch("fewer buffers per channel", self.say("fewer buffers")))
         return patches, after, plan
 
 
@@ -270,22 +310,3 @@ def _parallelism(incident: Incident, events: list[Event]) -> int | None:
         if m:
             return int(m["parallelism"])
     return incident.config.get_int("parallelism.default")
-
-
-def _reason(key: str, value: str | None, cause: str, size: int, plan: str, conf: dict[str, str]) -> str:
-    if key == SEGMENT_KEY:
-        return (f"Back to the default 32kb segments: at {size_text(size)} each buffer is {size // DEFAULT_SEGMENT} "
-                f"times bigger and the pool holds that many times fewer ({plan}).")
-    if key.endswith("network.min"):
-        return f"Network memory for the buffers the tasks need: {plan}."
-    if key.endswith("network.max"):
-        return "The max must not be below the new min" + (" (1g by default before 1.17)." if cause ==
-                                                          "network-capped-by-max" else ".")
-    if key.endswith(("process.size", "flink.size", "heap.size")):
-        return ("The total grows by the added network memory so heap, managed memory and the rest keep their "
-                "sizes (network memory is part of the process).")
-    if key.endswith("numberOfBuffers"):
-        return "The legacy buffer count is ignored once network.min/max are set; remove it to avoid confusion."
-    if key.endswith("managed.fraction"):
-        return "Managed memory keeps its size inside the larger total."
-    return f"{key}: {value}"

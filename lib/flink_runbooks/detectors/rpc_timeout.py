@@ -145,6 +145,65 @@ class RpcTimeout(Detector):
                                 "that timed out (the 'Invocation of [...]' line with akka/pekko.ask.callstack: true)."),
     )
 
+    templates = {
+        "payload-over-framesize": "An RPC message of {size} ({label}) exceeded the RPC frame size of {limit} and was "
+                                  "dropped by the RPC system{timed_out}. {advice}",
+        "timed out": "; the call then timed out ({timeouts} timeout(s) logged)",
+        "message note": "a {size} message against a frame size of {limit}",
+        "dropped note": "the call whose message was dropped timed out",
+        "framesize reason": "Room for the largest message seen ({size}) with a margin; every JobManager and "
+                            "TaskManager must use the same value. This lets the message through: shrinking it (below) "
+                            "is the lasting fix.",
+        "offload reason": "Task deployment information above this size is shipped through the BLOB server instead of "
+                          "the RPC message; below the frame size, large job and task information no longer travels in "
+                          "the message.",
+        "deployment label": "a task deployment (TaskExecutorGateway.submitTask)",
+        "deployment advice": "The task's deployment carries the job's serialized functions: a large object captured "
+                             "in a function (a lookup table, a model, a big collection) makes it large. Load such "
+                             "data in open() from a file or broadcast state instead of capturing it.",
+        "checkpoint label": "a checkpoint acknowledgement ({call})",
+        "checkpoint advice": "State handles inlined in the acknowledgement make it large: lower the inline state "
+                             "threshold (execution.checkpointing.data-inline-threshold / "
+                             "state.storage.fs.memory-threshold) or reduce the number of state handles (operator list "
+                             "state, unions).",
+        "accumulators label": "task results / accumulators ({call})",
+        "accumulators advice": "Accumulators and task results travel in RPC messages: keep accumulators small "
+                               "(counters, not collections) and write large results to a sink.",
+        "other label": "an RPC message",
+        "other advice": "Find which call carried the large message (the method in 'Invocation of [...]') and shrink "
+                        "what it carries; a job graph too large for the frame size needs fewer or smaller operators.",
+        "first note": "the first call that got no answer",
+        "gc note": "a GC pause of {seconds:.1f} s in the JobManager",
+        "heartbeat note": "a TaskManager stopped hearing the JobManager's heartbeat requests as well",
+        "resumes note": "the JobManager's log resumes here",
+        "jobmanager-unresponsive": "Calls to the JobManager got no answer ({calls} "
+                                   "timeout(s){client}){silent}{gc}{heartbeat}: the JobManager itself was stalled (GC "
+                                   "pause, CPU starvation or a frozen process), not the call.",
+        "client": ", the client's savepoint request among them",
+        "silent": " while its log was silent for {silence:.0f} s around the timeout",
+        "gc": "; it logged GC pauses of up to {seconds:.1f} s",
+        "heartbeat": "; the TaskManagers stopped hearing its heartbeat requests too",
+        "find the stall": "Look at the JobManager's GC log and CPU at that time (-Xlog:gc*, container CPU throttling, "
+                          "a host pause): large job graphs, many accumulators or a very large checkpoint metadata "
+                          "keep its heap busy.",
+        "heap reason": "More heap shortens and spaces out the JobManager's GC pauses; check its GC log first.",
+        "ask timeout reason": "A complement while the stall is investigated: calls outlive a pause of this length "
+                              "instead of failing; it does not make the JobManager answer sooner.",
+        "client timeout reason": "The CLI gave up waiting; a savepoint of large state may take longer than the "
+                                 "client's timeout.",
+        "unreachable note": "the recipient could not be reached",
+        "recipient-unreachable": "The RPC recipient could not be reached ({signs}): the process had gone or the "
+                                 "network between them failed; the timeouts follow from it.",
+        "check the recipient": "Check whether the recipient process was alive at that time (its log, container "
+                               "restarts) and the network between the two hosts (DNS, firewall, packet loss); longer "
+                               "timeouts do not help an unreachable recipient.",
+        "undetermined": "RPC calls timed out, but these logs show neither an oversized message, nor a stalled "
+                        "recipient, nor connection errors.",
+        "collect the logs": "The recipient's log and GC log for the minute of the timeout tell a stall from a lost "
+                            "message; akka/pekko.ask.callstack: true names the calling site.",
+        "excerpt": " Unknown from this excerpt: the JobManager's log around the timeout.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         oversized = [(ev, m) for ev in incident.events for m in [OVERSIZED.search(ev.text) or
                                                                  INVOCATION_TOO_BIG.search(ev.text) or
@@ -168,31 +227,49 @@ class RpcTimeout(Detector):
         ev, m = oversized[0]
         size = int(m["size"])
         limit = int(m["max"]) if "max" in m.groupdict() and m["max"] else _configured_framesize(incident)
-        what = _payload_of(ev, timeouts)
+        what = self._payload_of(ev, timeouts)
         events = [ev] + [t for t, _ in timeouts[:2] if t is not ev]
-        notes = {0: f"a {_size(size)} message against a frame size of {_size(limit) if limit else 'unknown'}"}
+        notes = {0: self.say("message note", size=_size(size), limit=_size(limit) if limit else "unknown")}
         for i in range(1, len(events)):
-            notes[i] = "the call whose message was dropped timed out"
+            notes[i] = self.say("dropped note")
         proposed = _framesize_for(size)
         patches = [self.flink_patch(
             incident, _FRAMESIZE, f"{proposed}b",
-            f"Room for the largest message seen ({_size(size)}) with a margin; every JobManager and TaskManager "
-            "must use the same value. This lets the message through: shrinking it (below) is the lasting fix.")]
+            self.say("framesize reason", size=_size(size)))]
         if what["kind"] == "deployment":
             patches.append(self.flink_patch(
                 incident, "blob.offload.minsize", str(max(1024, min(limit or 1 << 20, 1 << 20) // 2)),
-                "Task deployment information above this size is shipped through the BLOB server instead of the RPC "
-                "message; below the frame size, large job and task information no longer travels in the message."))
+                self.say("offload reason")))
         patches.append(self.code_patch("shrink the RPC payload", what["snippet"], what["advice"]))
-        summary = (f"An RPC message of {_size(size)} ({what['label']}) exceeded the RPC frame size of "
-                   f"{_size(limit) if limit else 'the configured maximum'} and was dropped by the RPC system"
-                   + (f"; the call then timed out ({len(timeouts)} timeout(s) logged)" if timeouts else "") + ". "
-                   + what["advice"])
+        summary = self.say("payload-over-framesize", size=_size(size), label=what["label"],
+                           limit=_size(limit) if limit else "the configured maximum",
+                           timed_out=self.say("timed out", timeouts=len(timeouts)) if timeouts else "",
+                           advice=what["advice"])
         details = {"message_size": _size(size), "frame_size": _size(limit) if limit else "unknown",
                    "payload": what["label"], "oversized_messages": len(oversized), "rpc_timeouts": len(timeouts)}
         confidence = 0.9 if not is_excerpt(incident) else 0.75
         return self.finding("payload-over-framesize", summary, events, notes=notes, confidence=confidence,
                             patches=patches, details=details)
+
+    def _payload_of(self, ev: Event, timeouts) -> dict:
+        """What was in the oversized message, from the call that timed out with it."""
+        call = next((_call_of(t) for t, _ in timeouts if _call_of(t)), None) or _call_of(ev) or ""
+        if "submitTask" in call:
+            return {"kind": "deployment", "label": self.say("deployment label"),
+                    "advice": self.say("deployment advice"),
+                    "snippet": ("// instead of capturing a large table in the function's fields\n"
+                                "@Override public void open(OpenContext ctx) { table = loadTable(path); }")}
+        if "acknowledgeCheckpoint" in call or "declineCheckpoint" in call:
+            return {"kind": "checkpoint", "label": self.say("checkpoint label", call=call),
+                    "advice": self.say("checkpoint advice"),
+                    "snippet": "execution.checkpointing.data-inline-threshold: 20kb"}
+        if "updateTaskExecutionState" in call or "accumulat" in call.lower():
+            return {"kind": "accumulators", "label": self.say("accumulators label", call=call),
+                    "advice": self.say("accumulators advice"),
+                    "snippet": "// a counter, not a list of records\n"
+                               "getRuntimeContext().getLongCounter(\"rows\").add(1);"}
+        return {"kind": "other", "label": call or self.say("other label"), "advice": self.say("other advice"),
+                "snippet": "grep -n -E 'Invocation of|oversized payload|exceeds the maximum' *.log"}
 
     # -- stalled JobManager, unreachable recipient, or undetermined --------------------------------------------------
 
@@ -200,7 +277,7 @@ class RpcTimeout(Detector):
         first = min([ev for ev, _ in timeouts] + [ev for ev, _ in unreachable] + client,
                     key=lambda e: e.ts or "~")
         events: list[Event] = [first]
-        notes = {0: "the first call that got no answer"}
+        notes = {0: self.say("first note")}
         towards_jm = [ev for ev, _ in timeouts if _JM_ENDPOINTS.search(ev.text)] + client
         calls = len({ev.ts for ev, _ in timeouts if _JM_ENDPOINTS.search(ev.text)}) + len(
             {CLIENT_SAVEPOINT.search(ev.text)["job"] for ev in client})
@@ -218,75 +295,64 @@ class RpcTimeout(Detector):
             cause = "jobmanager-unresponsive"
             if gc:
                 events.append(gc[0])
-                notes[len(events) - 1] = f"a GC pause of {_gc_seconds(gc[0]):.1f} s in the JobManager"
+                notes[len(events) - 1] = self.say("gc note", seconds=_gc_seconds(gc[0]))
             details["jobmanager_silence"] = f"{silence:.0f} s" if silence else "not measurable (no timestamps)"
             if jm_heartbeat:
                 events.append(jm_heartbeat[0])
-                notes[len(events) - 1] = "a TaskManager stopped hearing the JobManager's heartbeat requests as well"
-            summary = (f"Calls to the JobManager got no answer ({calls} timeout(s)"
-                       + (", the client's savepoint request among them" if client else "") + ")"
-                       + (f" while its log was silent for {silence:.0f} s around the timeout" if silence else "")
-                       + (f"; it logged GC pauses of up to {max(_gc_seconds(e) for e in gc):.1f} s" if gc else "")
-                       + ("; the TaskManagers stopped hearing its heartbeat requests too" if jm_heartbeat else "")
-                       + ": the JobManager itself was stalled (GC pause, CPU starvation or a frozen process), not "
-                         "the call.")
+                notes[len(events) - 1] = self.say("heartbeat note")
+            summary = self.say(
+                cause, calls=calls, client=self.say("client") if client else "",
+                silent=self.say("silent", silence=silence) if silence else "",
+                gc=self.say("gc", seconds=max(_gc_seconds(e) for e in gc)) if gc else "",
+                heartbeat=self.say("heartbeat") if jm_heartbeat else "")
             after = _first_jm_line_after(incident, first.ts)
             if after is not None:
                 events.append(after)
-                notes[len(events) - 1] = "the JobManager's log resumes here"
+                notes[len(events) - 1] = self.say("resumes note")
             patches = self._stalled_patches(incident, timeout_s, silence, bool(client))
         elif unreachable or associations:
             cause = "recipient-unreachable"
             ev = (unreachable[0][0] if unreachable else associations[-1])
             if ev is not first:
                 events.append(ev)
-            notes[len(events) - 1] = "the recipient could not be reached"
-            summary = ("The RPC recipient could not be reached (" + (
-                "RecipientUnreachableException" if unreachable else "association failures / refused connections")
-                + "): the process had gone or the network between them failed; the timeouts follow from it.")
+            notes[len(events) - 1] = self.say("unreachable note")
+            summary = self.say(cause, signs="RecipientUnreachableException" if unreachable
+                               else "association failures / refused connections")
             patches = [self.ops_patch(
-                "check the recipient and the network",
-                "Check whether the recipient process was alive at that time (its log, container restarts) and the "
-                "network between the two hosts (DNS, firewall, packet loss); longer timeouts do not help an "
-                "unreachable recipient.",
+                "check the recipient and the network", self.say("check the recipient"),
                 snippet="grep -n -E 'Association with remote system|quarantined|Connection refused' *.log")]
         else:
             cause = "undetermined"
-            summary = ("RPC calls timed out, but these logs show neither an oversized message, nor a stalled "
-                       "recipient, nor connection errors.")
+            summary = self.say(cause)
             patches = [self.ops_patch(
-                "collect the recipient's log and GC log",
-                "The recipient's log and GC log for the minute of the timeout tell a stall from a lost message; "
-                "akka/pekko.ask.callstack: true names the calling site.",
+                "collect the recipient's log and GC log", self.say("collect the logs"),
                 snippet="grep -n -E 'Invocation of|Ask timed out|OversizedPayload' *.log")]
         confidence = {"jobmanager-unresponsive": 0.8 if silence or gc else 0.75, "recipient-unreachable": 0.7,
                       "undetermined": 0.4}[cause]
         if is_excerpt(incident):
             confidence = min(confidence, 0.5)
-            summary += " Unknown from this excerpt: the JobManager's log around the timeout."
+            summary += self.say("excerpt")
         return self.finding(cause, summary, events, notes=notes, confidence=confidence, patches=patches,
                             details=details)
 
     def _stalled_patches(self, incident: Incident, timeout_s: float, silence: float, client: bool):
         patches = [self.ops_patch(
             "find why the JobManager stalled",
-            "Look at the JobManager's GC log and CPU at that time (-Xlog:gc*, container CPU throttling, a host "
-            "pause): large job graphs, many accumulators or a very large checkpoint metadata keep its heap busy.",
+            self.say("find the stall"),
             snippet="jcmd <jobmanager pid> GC.heap_info; kubectl top pod -l component=jobmanager")]
         heap = incident.config.get("jobmanager.memory.process.size")
         if heap and (parse_memory_size(heap) or 0) < 4 << 30:
             patches.append(self.flink_patch(
                 incident, "jobmanager.memory.process.size", format_size(max(2 * (parse_memory_size(heap) or 0), 2 << 30)),
-                "More heap shortens and spaces out the JobManager's GC pauses; check its GC log first."))
+                self.say("heap reason")))
         if silence and silence > timeout_s:
             patches.append(self.flink_patch(
                 incident, _ASK, f"{int(min(-(-max(2 * timeout_s, silence * 1.5) // 10) * 10, 120))} s",
-                "A complement while the stall is investigated: calls outlive a pause of this length instead of "
-                "failing; it does not make the JobManager answer sooner."))
+                self.say("ask timeout reason")))
         if client:
             patches.append(self.flink_patch(
                 incident, "client.timeout", "5 min",
-                "The CLI gave up waiting; a savepoint of large state may take longer than the client's timeout."))
+                self.say("client timeout reason")))
         return patches
 
 
@@ -306,33 +372,6 @@ def _framesize_for(size: int) -> int:
     """The message size with a quarter of margin, rounded up to whole MiB (never below the 10 MiB default)."""
     mib = 1 << 20
     return max(10 * mib, -(-int(size * 1.25) // mib) * mib)
-
-
-def _payload_of(ev: Event, timeouts) -> dict:
-    """What was in the oversized message, from the call that timed out with it."""
-    call = next((_call_of(t) for t, _ in timeouts if _call_of(t)), None) or _call_of(ev) or ""
-    if "submitTask" in call:
-        return {"kind": "deployment", "label": "a task deployment (TaskExecutorGateway.submitTask)",
-                "advice": ("The task's deployment carries the job's serialized functions: a large object captured "
-                           "in a function (a lookup table, a model, a big collection) makes it large. Load such data "
-                           "in open() from a file or broadcast state instead of capturing it."),
-                "snippet": ("// instead of capturing a large table in the function's fields\n"
-                            "@Override public void open(OpenContext ctx) { table = loadTable(path); }")}
-    if "acknowledgeCheckpoint" in call or "declineCheckpoint" in call:
-        return {"kind": "checkpoint", "label": f"a checkpoint acknowledgement ({call})",
-                "advice": ("State handles inlined in the acknowledgement make it large: lower the inline state "
-                           "threshold (execution.checkpointing.data-inline-threshold / state.storage.fs.memory-"
-                           "threshold) or reduce the number of state handles (operator list state, unions)."),
-                "snippet": "execution.checkpointing.data-inline-threshold: 20kb"}
-    if "updateTaskExecutionState" in call or "accumulat" in call.lower():
-        return {"kind": "accumulators", "label": f"task results / accumulators ({call})",
-                "advice": ("Accumulators and task results travel in RPC messages: keep accumulators small (counters, "
-                           "not collections) and write large results to a sink."),
-                "snippet": "// a counter, not a list of records\ngetRuntimeContext().getLongCounter(\"rows\").add(1);"}
-    return {"kind": "other", "label": call or "an RPC message",
-            "advice": ("Find which call carried the large message (the method in 'Invocation of [...]') and shrink "
-                       "what it carries; a job graph too large for the frame size needs fewer or smaller operators."),
-            "snippet": "grep -n -E 'Invocation of|oversized payload|exceeds the maximum' *.log"}
 
 
 def _call_of(ev: Event) -> str | None:

@@ -104,6 +104,54 @@ class SavepointStateUnmapped(Detector):
                   next_evidence=_NEXT),
     )
 
+    templates = {
+        "head": "The job was refused at start: snapshot {path} holds state for operator {operator}, which the new "
+                "program does not have, so the JobManager failed the job before any task ran. ",
+        "where": "In the job that took the snapshot that id belonged to task '{task}'. ",
+        "allow-non-restored-not-propagated": "The configuration asks to ignore unclaimed state ({key}: true), but the "
+                                             "submission started the job without allowNonRestoredState: the setting "
+                                             "did not reach the job (a REST or web UI submission, a platform or the "
+                                             "Kubernetes operator passes its own flag, which wins). Pass it with the "
+                                             "submission; skipping drops that operator's state for good.",
+        "sql-plan-changed": "The job is a SQL/Table job: the planner derives operator ids from the plan, so a changed "
+                            "query (a new filter, join, aggregate or projection) or a planner upgrade gives the "
+                            "stateful operators new ids that no uid can pin. Keep the old query, or start the new one "
+                            "without the old state.",
+        "uid-missing-or-changed": "No operator name in the logs hashes to that id, so the operator either had no "
+                                  ".uid() (an auto-generated id, which changes when operators are added, removed or "
+                                  "chained differently) or a uid that was changed. Set the old id on the operator "
+                                  "that should own the state (.setUidHash(\"{operator}\")), then give every stateful "
+                                  "operator a stable uid.",
+        "uid known": "That id is the hash of the explicit uid '{uid}': the new program has no operator with uid "
+                     "'{uid}' any more (renamed or removed). Give the operator back its uid to keep its state.",
+        "undetermined": "The logs do not show which operator that was nor whether the job is DataStream or SQL: root "
+                        "cause undetermined.",
+        "submission note": "the submission named the snapshot{without}",
+        "without flag": " without allowNonRestoredState",
+        "unmapped note": "the snapshot holds state for operator {operator}, which the new program does not have",
+        "task note": "operator {operator} was the first operator of task '{task}' in the job that took the snapshot",
+        "sql note": "an operator only the SQL planner creates: a SQL/Table job",
+        "old uid": "Give the operator that should own the state its old uid '{uid}' again; change uids only together "
+                   "with a State Processor API migration.",
+        "set uid hash": "Maps the snapshot's auto-generated operator id onto the operator that should own its state, "
+                        "so this one restore keeps it; after the job has taken a new savepoint, replace it with a "
+                        "stable .uid(...) (Flink's docs: setUidHash is for this migration only).",
+        "stable uids": "Without .uid() Flink derives ids from the graph's shape: adding, removing or re-chaining an "
+                       "operator changes the ids downstream and orphans their state.",
+        "keep the old query": "A changed SQL query cannot take over the old query's state: either keep running the "
+                              "old statement, or start the new one without the old state and let it rebuild from the "
+                              "sources (from earliest offsets or a bootstrap), running both side by side until the "
+                              "new one has caught up.",
+        "compiled plan": "A compiled plan (Flink 1.15+) keeps the operator ids of an unchanged query stable across "
+                         "Flink upgrades; it does not make a changed query's state restorable.",
+        "pass the flag": "Drops the state of operator {operator} for good: do it only if that operator was removed on "
+                         "purpose. The flag must travel with the submission itself: a REST or web UI submission's own "
+                         "allowNonRestoredState (false unless given) wins over the cluster's configuration file.",
+        "skip the state": "A conscious data-loss choice: the state of operator {operator} (and of any other operator "
+                          "the new program lacks) is dropped for good and the operator starts empty. Only when that "
+                          "operator was removed on purpose, or its state can be rebuilt.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         failures = [(ev, m) for ev, m in incident.find(UNMAPPED)]
         if not failures:
@@ -144,47 +192,26 @@ class SavepointStateUnmapped(Detector):
         }
         evidence, notes, add = evidence_trail()
         add(start.event if start else None,
-            "the submission named the snapshot" + ("" if start and start.allow_non_restored
-                                                   else " without allowNonRestoredState"))
-        add(event, f"the snapshot holds state for operator {operator}, which the new program does not have")
+            self.say("submission note",
+                     without="" if start and start.allow_non_restored else self.say("without flag")))
+        add(event, self.say("unmapped note", operator=operator))
         if vertex:
-            add(vertex.event, f"operator {operator} was the first operator of task '{vertex.task}' in the job that "
-                              "took the snapshot")
+            add(vertex.event, self.say("task note", operator=operator, task=vertex.task))
         if sql:
-            add(sql[0], "an operator only the SQL planner creates: a SQL/Table job")
-        summary = self._summary(cause, path, operator, vertex, uid)
+            add(sql[0], self.say("sql note"))
+        summary = self.say("head", path=path, operator=operator)
+        if cause != "undetermined" and vertex:
+            summary += self.say("where", task=vertex.task)
+        if cause == "allow-non-restored-not-propagated":
+            summary += self.say(cause, key="/".join(sorted({IGNORE_UNCLAIMED_KEY,
+                                                             "execution.savepoint.ignore-unclaimed-state"})))
+        elif cause == "uid-missing-or-changed":
+            summary += self.say("uid known", uid=uid) if uid else self.say(cause, operator=operator)
+        else:
+            summary += self.say(cause)
         patches = self._patches(incident, cause, path, operator, vertex, uid)
         return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
                              details=details)]
-
-    def _summary(self, cause, path, operator, vertex, uid) -> str:
-        head = (f"The job was refused at start: snapshot {path} holds state for operator {operator}, which the new "
-                "program does not have, so the JobManager failed the job before any task ran. ")
-        where = (f"In the job that took the snapshot that id belonged to task '{vertex.task}'. " if vertex else "")
-        if cause == "allow-non-restored-not-propagated":
-            key = "/".join(sorted({IGNORE_UNCLAIMED_KEY, "execution.savepoint.ignore-unclaimed-state"}))
-            return head + where + (
-                f"The configuration asks to ignore unclaimed state ({key}: true), but the submission started the job "
-                "without allowNonRestoredState: the setting did not reach the job (a REST or web UI submission, a "
-                "platform or the Kubernetes operator passes its own flag, which wins). Pass it with the submission; "
-                "skipping drops that operator's state for good.")
-        if cause == "sql-plan-changed":
-            return head + where + (
-                "The job is a SQL/Table job: the planner derives operator ids from the plan, so a changed query "
-                "(a new filter, join, aggregate or projection) or a planner upgrade gives the stateful operators "
-                "new ids that no uid can pin. Keep the old query, or start the new one without the old state.")
-        if cause == "uid-missing-or-changed":
-            if uid:
-                return head + where + (
-                    f"That id is the hash of the explicit uid '{uid}': the new program has no operator with uid "
-                    f"'{uid}' any more (renamed or removed). Give the operator back its uid to keep its state.")
-            return head + where + (
-                "No operator name in the logs hashes to that id, so the operator either had no .uid() (an "
-                "auto-generated id, which changes when operators are added, removed or chained differently) or a "
-                "uid that was changed. Set the old id on the operator that should own the state "
-                f"(.setUidHash(\"{operator}\")), then give every stateful operator a stable uid.")
-        return head + ("The logs do not show which operator that was nor whether the job is DataStream or SQL: root "
-                       "cause undetermined.")
 
     def _patches(self, incident, cause, path, operator, vertex, uid):
         patches = []
@@ -194,48 +221,37 @@ class SavepointStateUnmapped(Detector):
                 patches.append(self.code_patch(
                     "stable operator uids",
                     f'stream.keyBy(...).process(new ...).name("{name}").uid("{uid}");  // the uid the snapshot knows',
-                    f"Give the operator that should own the state its old uid '{uid}' again; change uids only "
-                    "together with a State Processor API migration."))
+                    self.say("old uid", uid=uid)))
             else:
                 patches.append(self.code_patch(
                     "map the old operator id (setUidHash)",
                     f'.process(new ...).name("{name}").setUidHash("{operator}");',
-                    "Maps the snapshot's auto-generated operator id onto the operator that should own its state, so "
-                    "this one restore keeps it; after the job has taken a new savepoint, replace it with a stable "
-                    ".uid(...) (Flink's docs: setUidHash is for this migration only)."))
+                    self.say("set uid hash")))
                 patches.append(self.code_patch(
                     "stable operator uids",
                     'env.fromSource(...).uid("orders-source");\nstream.keyBy(...).process(...).uid("counter");\n'
                     '// and every other stateful operator: ids stay the same when the job graph changes',
-                    "Without .uid() Flink derives ids from the graph's shape: adding, removing or re-chaining an "
-                    "operator changes the ids downstream and orphans their state."))
+                    self.say("stable uids")))
         if cause == "sql-plan-changed":
             patches.append(self.ops_patch(
                 "keep the old query or start the new one without state",
-                "A changed SQL query cannot take over the old query's state: either keep running the old statement, "
-                "or start the new one without the old state and let it rebuild from the sources (from earliest "
-                "offsets or a bootstrap), running both side by side until the new one has caught up."))
+                self.say("keep the old query")))
             patches.append(self.code_patch(
                 "compiled plan for upgrades",
                 "COMPILE PLAN 'file:///plans/orders.json' FOR INSERT INTO totals SELECT ...;\n"
                 "EXECUTE PLAN 'file:///plans/orders.json';",
-                "A compiled plan (Flink 1.15+) keeps the operator ids of an unchanged query stable across Flink "
-                "upgrades; it does not make a changed query's state restorable."))
+                self.say("compiled plan")))
         if cause == "allow-non-restored-not-propagated":
             patches.append(self.ops_patch(
                 "pass allowNonRestoredState with the submission",
-                f"Drops the state of operator {operator} for good: do it only if that operator was removed on "
-                "purpose. The flag must travel with the submission itself: a REST or web UI submission's own "
-                "allowNonRestoredState (false unless given) wins over the cluster's configuration file.",
+                self.say("pass the flag", operator=operator),
                 snippet=(f"flink run -s {path} --allowNonRestoredState ...\n"
                          f"# REST: POST /jars/<jar-id>/run {{\"savepointPath\": \"{path}\", \"allowNonRestoredState\": true}}\n"
                          "# Kubernetes operator: spec.job.allowNonRestoredState: true")))
         if cause in ("uid-missing-or-changed", "sql-plan-changed", "undetermined"):
             patches.append(self.ops_patch(
                 "restore without the unmapped state (allowNonRestoredState)",
-                f"A conscious data-loss choice: the state of operator {operator} (and of any other operator the new "
-                "program lacks) is dropped for good and the operator starts empty. Only when that operator was "
-                "removed on purpose, or its state can be rebuilt.",
+                self.say("skip the state", operator=operator),
                 snippet=f"flink run -s {path} --allowNonRestoredState <your job arguments>"))
         return patches
 

@@ -125,6 +125,50 @@ class StateMigrationIncompatible(Detector):
                   next_evidence=_NEXT),
     )
 
+    templates = {
+        "head": "Restoring{state_of} from {snapshot} failed{times}: the state in the snapshot cannot be read by the "
+                "new program's serializer. ",
+        "state of": " the state of {operator}",
+        "times": " {attempts} time(s)",
+        "pair": " ({old} in the snapshot, {new} now)",
+        "key-type-changed": "The key serializer changed{pair}: the operator's keyBy returns another type than when "
+                            "the snapshot was taken, so none of its keyed state can be restored. Restarting cannot "
+                            "help: every attempt reads the same snapshot.",
+        "pojo gone": "The snapshot wrote {cls} with Flink's POJO serializer, which needs a public no-argument "
+                     "constructor to read it back; the class no longer has one, so it stopped being a POJO (Flink now "
+                     "serializes it with Kryo) and the old values cannot be read. Give the class its POJO shape back "
+                     "to restore them.",
+        "kryo-pojo-switch": "The serializer switched between Flink's POJO serializer and Kryo{pair}: the class gained "
+                            "or lost what makes it a POJO (a public no-argument constructor, public fields or "
+                            "getters/setters), and the two formats cannot be migrated into each other.",
+        "state-type-changed": "A state's type changed{pair}{unnamed}: Flink evolves only POJO and Avro schemas, and "
+                              "only for compatible changes (fields added or removed), so this state cannot be "
+                              "migrated on restore.",
+        "unnamed": " (this Flink version does not name the serializers)",
+        "undetermined": "The message does not say which serializers: root cause undetermined.",
+        "restored note": "the job restores this snapshot",
+        "submitted note": "the submission names this snapshot",
+        "key note": "the key serializer cannot read the snapshot's keys",
+        "state note": "a state's serializer cannot read the snapshot's values",
+        "pojo-gone note": "the snapshot's POJO serializer cannot instantiate the class: it lost its no-argument "
+                          "constructor",
+        "unknown note": "restored state is incompatible",
+        "previous type": "The snapshot is fine: deploy the program with the key and state types it was taken with, "
+                         "and change types only through a migration.",
+        "pojo again": "The snapshot holds the class as written by the serializer it had then; give the class that "
+                      "shape back to restore it, then evolve it the POJO way (add/remove fields).",
+        "generic types": "Makes Flink refuse, when the job is built, any type that would fall back to Kryo, so a "
+                         "class that stops being a POJO is caught before it reaches a restore. It does not restore "
+                         "this snapshot.",
+        "migrate": "Rewrites the snapshot with the new types (read with the old ones, convert, write with the new "
+                   "ones) and keeps the state; then start the new program from the rewritten savepoint.",
+        "evolvable": "POJO and Avro types evolve on restore (fields added or removed); retyping a field or a state "
+                     "needs a new state name (its old value is dropped) or a State Processor API migration.",
+        "new uid": "A conscious data-loss choice: give the changed operator a new uid and restore with "
+                   "--allowNonRestoredState; the operator's old state is dropped for good and it starts empty, the "
+                   "other operators keep theirs.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         failures = [ev for ev, _ in incident.find(MIGRATION)]
         failures += [ev for ev, _ in incident.find(KEY_INCOMPATIBLE) if ev not in failures]
@@ -175,50 +219,33 @@ class StateMigrationIncompatible(Detector):
             details["state_backend"] = backend
         evidence, notes, add = evidence_trail()
         if restored:
-            add(restored[-1][0], "the job restores this snapshot")
+            add(restored[-1][0], self.say("restored note"))
         elif starts:
-            add(starts[-1].event, "the submission names this snapshot")
-        add(best.event, {"key": "the key serializer cannot read the snapshot's keys",
-                         "state": "a state's serializer cannot read the snapshot's values",
-                         "pojo-gone": "the snapshot's POJO serializer cannot instantiate the class: it lost its "
-                                      "no-argument constructor",
-                         "unknown": "restored state is incompatible"}[best.kind])
-        summary = self._summary(cause, best, operator, snapshot, attempts)
+            add(starts[-1].event, self.say("submitted note"))
+        add(best.event, self.say(f"{best.kind} note"))
+        summary = self.say("head", state_of=self.say("state of", operator=operator) if operator else "",
+                           snapshot=snapshot or "the snapshot",
+                           times=self.say("times", attempts=attempts) if attempts > 1 else "")
+        pair = self.say("pair", old=_short(best.old), new=_short(best.new)) if best.new and best.old else ""
+        if cause == "key-type-changed":
+            summary += self.say(cause, pair=pair)
+        elif cause == "kryo-pojo-switch" and best.kind == "pojo-gone":
+            summary += self.say("pojo gone", cls=best.cls or "the state class")
+        elif cause == "kryo-pojo-switch":
+            summary += self.say(cause, pair=pair)
+        elif cause == "state-type-changed":
+            summary += self.say(cause, pair=pair, unnamed="" if best.new else self.say("unnamed"))
+        else:
+            summary += self.say(cause)
         patches = self._patches(incident, cause, best, operator, snapshot)
         return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
                              details=details)]
-
-    def _summary(self, cause, best, operator, snapshot, attempts) -> str:
-        where = f" the state of {operator}" if operator else ""
-        head = (f"Restoring{where} from {snapshot or 'the snapshot'} failed{' ' + str(attempts) + ' time(s)' if attempts > 1 else ''}: "
-                "the state in the snapshot cannot be read by the new program's serializer. ")
-        pair = (f" ({_short(best.old)} in the snapshot, {_short(best.new)} now)" if best.new and best.old else "")
-        if cause == "key-type-changed":
-            return head + (f"The key serializer changed{pair}: the operator's keyBy returns another type than when "
-                           "the snapshot was taken, so none of its keyed state can be restored. Restarting cannot "
-                           "help: every attempt reads the same snapshot.")
-        if cause == "kryo-pojo-switch" and best.kind == "pojo-gone":
-            return head + (f"The snapshot wrote {best.cls or 'the state class'} with Flink's POJO serializer, which "
-                           "needs a public no-argument constructor to read it back; the class no longer has one, so "
-                           "it stopped being a POJO (Flink now serializes it with Kryo) and the old values cannot be "
-                           "read. Give the class its POJO shape back to restore them.")
-        if cause == "kryo-pojo-switch":
-            return head + (f"The serializer switched between Flink's POJO serializer and Kryo{pair}: the class "
-                           "gained or lost what makes it a POJO (a public no-argument constructor, public fields or "
-                           "getters/setters), and the two formats cannot be migrated into each other.")
-        if cause == "state-type-changed":
-            old_wording = "" if best.new else " (this Flink version does not name the serializers)"
-            return head + (f"A state's type changed{pair}{old_wording}: Flink evolves only POJO and Avro schemas, and "
-                           "only for compatible changes (fields added or removed), so this state cannot be migrated "
-                           "on restore.")
-        return head + "The message does not say which serializers: root cause undetermined."
 
     def _patches(self, incident, cause, best, operator, snapshot):
         target = snapshot or "<savepoint path>"
         patches = [self.ops_patch(
             "restore the previous type and redeploy",
-            "The snapshot is fine: deploy the program with the key and state types it was taken with, and "
-            "change types only through a migration.",
+            self.say("previous type"),
             snippet=f"flink run -s {target} <previous job jar>")]
         if cause == "kryo-pojo-switch":
             patches.append(self.code_patch(
@@ -230,12 +257,10 @@ class StateMigrationIncompatible(Detector):
                 "}\n"
                 "// declare the type so a change is a compile-time matter, not a silent Kryo fallback:\n"
                 "new ValueStateDescriptor<>(\"count\", Types.POJO(Totals.class));",
-                "The snapshot holds the class as written by the serializer it had then; give the class that shape "
-                "back to restore it, then evolve it the POJO way (add/remove fields)."))
+                self.say("pojo again")))
             patches.append(self.flink_patch(
                 incident, "pipeline.generic-types", "false",
-                "Makes Flink refuse, when the job is built, any type that would fall back to Kryo, so a class that "
-                "stops being a POJO is caught before it reaches a restore. It does not restore this snapshot."))
+                self.say("generic types")))
         if cause in ("key-type-changed", "state-type-changed", "kryo-pojo-switch"):
             patches.append(self.code_patch(
                 "migrate the state with the State Processor API",
@@ -246,21 +271,17 @@ class StateMigrationIncompatible(Detector):
                 "    .withOperator(OperatorIdentifier.forUid(\"<uid>\"), OperatorTransformation.bootstrapWith(rows)\n"
                 "        .keyBy(r -> r.newKey).transform(new WriteNew()))\n"
                 "    .write(\"<new savepoint path>\");",
-                "Rewrites the snapshot with the new types (read with the old ones, convert, write with the new "
-                "ones) and keeps the state; then start the new program from the rewritten savepoint."))
+                self.say("migrate")))
         if cause == "state-type-changed":
             patches.append(self.code_patch(
                 "evolvable state types",
                 "new ValueStateDescriptor<>(\"count-v2\", Types.STRING);  // a new state name: starts empty\n"
                 "// or for a record type: a POJO or an Avro-generated class, changed only by adding/removing fields",
-                "POJO and Avro types evolve on restore (fields added or removed); retyping a field or a state "
-                "needs a new state name (its old value is dropped) or a State Processor API migration."))
+                self.say("evolvable")))
         if cause in ("key-type-changed", "state-type-changed", "kryo-pojo-switch"):
             patches.append(self.ops_patch(
                 "start the changed operator without its state (new uid + allowNonRestoredState)",
-                "A conscious data-loss choice: give the changed operator a new uid and restore with "
-                "--allowNonRestoredState; the operator's old state is dropped for good and it starts empty, the "
-                "other operators keep theirs.",
+                self.say("new uid"),
                 snippet=f'.uid("{(operator or "counter").split(" ")[0].lower()}-v2")\nflink run -s {target} '
                         "--allowNonRestoredState <new job jar>"))
         return patches
