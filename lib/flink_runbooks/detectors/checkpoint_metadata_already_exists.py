@@ -112,6 +112,75 @@ class CheckpointMetadataAlreadyExists(Detector):
                 "java.io.IOException: Target file file:/ckpt/0a4f2b7c9d1e3f5a6b8c0d2e4f6a8b0c/chk-12/_metadata already exists."),
     )
 
+    templates = {
+        "head": "Checkpoint metadata already existed for {names}{of_job} in {base_dir}, so the checkpoint could not "
+                "be finalized. ",
+        "why": "Why: {verdict} Evidence: {why}.",
+        "failed over": " The job failed over ({times} time(s)).",
+        "kept running": " The job kept running (a later checkpoint completed, within "
+                        "tolerable-failed-checkpoints={tolerable}); the colliding checkpoint was lost.",
+        "fails over": " A finalization failure counts against tolerable-failed-checkpoints (unset here: 0), so the "
+                      "job fails over on it; these logs end before showing the failover.",
+        "outcome unknown": " Whether the job kept running is unknown: tolerable-failed-checkpoints={tolerable} lets "
+                           "{tolerable} such failure(s) in a row pass, and the logs end before a later checkpoint.",
+        # the evidence of the verdict ("why")
+        "subdir off": "{key} is false ({source})",
+        "no job segment": "the path has no job-id directory",
+        "shared dir": "{said}, so {path} is shared by every job writing to {base_dir}",
+        "other jobmanager": "another JobManager ({jobmanager}) ran job {job} at the same time and checkpointed into "
+                            "the same directory",
+        "restored behind": "the run restored from {restored} and its next checkpoint chk-{checkpoint} already existed",
+        "fresh start": "the run of job {job} started without restoring, so its counter began at 1 and "
+                       "chk-{checkpoint} of an earlier run with that id was still there{kept}{earlier}",
+        "kept": " ({checkpoints} retained)",
+        "earlier run": "; an earlier run of the same job id is in these logs",
+        "own checkpoints": "the run had completed {count} checkpoint(s) of its own before chk-{checkpoint} turned out "
+                           "to exist: someone else wrote it",
+        "repeats": "collisions repeat on several checkpoint numbers after the restore",
+        "low counter": "chk-{checkpoint} collided{kind}: a counter that starts over finds the checkpoints of an "
+                       "earlier run with that id",
+        "for kind": " for the {kind}",
+        "someone else": "chk-{checkpoint} was written by someone else while this job was running (no restore or fresh "
+                        "start around it in these logs)",
+        # what the job id is
+        "zero job id": "the fixed job id of application mode without HA (all zeros)",
+        "derived job id": "the fixed job id that application mode derives from the HA cluster id",
+        "reused job id": "reused across runs",
+        # evidence notes
+        "note collision": "chk-{checkpoint}/_metadata already existed: the checkpoint could not be finalized",
+        "note earlier run": "an earlier run of job {job} started here",
+        "note retained": "that run's checkpoint was retained in the directory",
+        "note run": "the colliding run started here",
+        "note restored": "…and restored from checkpoint {checkpoint}",
+        "note fresh": "…without restoring any checkpoint: the counter starts at 1",
+        "note threshold": "the finalization failure exhausted the tolerable-failure threshold: the job failed over",
+        "note again": "chk-{checkpoint} collided too",
+        # patches
+        "own dir": "One checkpoint directory per deployment: two deployments (or two runs of a fixed application-mode "
+                   "job id) never write the same chk-N then.",
+        "name it": " These logs do not say what tells the deployments apart (no Kubernetes namespace or cluster id), "
+                   "so pick the name per deployment.",
+        "job subdir": "Keep each job's checkpoints under <dir>/<job-id>/ so jobs sharing the directory do not "
+                      "collide.",
+        "fewer retained": "{retained} retained checkpoints leave {retained} chk-N directories behind: {narrows}. This "
+                          "narrows the collisions; the change above (one directory per writer) is what ends them.",
+        "ahead of restore": "they lie ahead of an older restore point; with one, the restore point is the newest "
+                            "checkpoint",
+        "other writer": "every one of them is a chk-N the other writer's counter can run into",
+        "restarted counter": "an earlier run's retained chk-N are what a restarted counter runs into",
+        "every job": "every job of the directory can run into each of them",
+        "restore instead": "A run that reuses a job id must resume from that id's newest retained checkpoint (its "
+                           "counter then continues after it), or the old directory must be moved away before a fresh "
+                           "start.",
+        "restore snippet": "bin/flink run -s {restore} ...\n"
+                           "# or, to start fresh: move {base_dir}/{job} away first",
+        "job id": "The job id {job} is {kind}. Let each new submission get its own id (do not pin "
+                  "$internal.pipeline.job-id), or keep the fixed id only together with a directory of its own per "
+                  "deployment.",
+        "one writer": "Give every deployment its own checkpoint storage (separate NFS mounts or prefixes) and never "
+                      "run two deployments with the same HA cluster id / job id at once.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         collisions = self._collisions(incident)
         if not collisions:
@@ -123,7 +192,7 @@ class CheckpointMetadataAlreadyExists(Detector):
         history = checkpoint_history(incident)
         retained_all = _retained_ids(incident, first.job)
         retained = {i: ev for i, ev in retained_all.items() if (ev.ts or "") <= (first.event.ts or "~")}
-        cause, why = self._classify(incident, collisions, run, earlier, history, retained)
+        cause, why = self._cause(incident, collisions, run, earlier, history, retained)
 
         failover_events = [ev for ev in incident.events if FAILOVER.search(ev.message) and ev.ts and first.event.ts
                            and ev.ts >= first.event.ts and _finalize_failure(ev)]
@@ -133,12 +202,24 @@ class CheckpointMetadataAlreadyExists(Detector):
         kept_running = not failed_over and _kept_running(incident, history, first)
 
         evidence, notes = self._evidence(collisions, run, earlier, retained, threshold)
-        summary = self._summary(cause, why, collisions, failed_over, threshold, kept_running,
-                                incident.config.get_int(TOLERABLE_KEY))
+        tolerable = incident.config.get_int(TOLERABLE_KEY)
+        # A finalization failure counts against the tolerable-failure threshold (FINALIZE_CHECKPOINT_FAILURE), whose
+        # default is 0: unless the threshold allows it, the job fails over on the first one.
+        if failed_over:
+            outcome = self.say("failed over", times=failovers(threshold) or 1)
+        elif kept_running:
+            outcome = self.say("kept running", tolerable=tolerable)
+        elif not tolerable:
+            outcome = self.say("fails over")
+        else:
+            outcome = self.say("outcome unknown", tolerable=tolerable)
+        summary = (self.say("head", names=", ".join(f"chk-{c.checkpoint_id}" for c in collisions[:5]),
+                            of_job=f" of job {first.job}" if first.job else "", base_dir=first.base_dir)
+                   + self.say("why", verdict=self.cause(cause).summary, why=why) + outcome)
         details = {
             "collisions": [f"chk-{c.checkpoint_id}" for c in collisions],
             "job_id": first.job,
-            "job_id_kind": _job_id_kind(first.job),
+            "job_id_kind": self._job_id_kind(first.job),
             "checkpoint_dir": first.base_dir,
             "runs_of_job_in_logs": len([r for r in runs if r.job == first.job]),
             "restored_from": run.restored_from if run else None,
@@ -177,45 +258,52 @@ class CheckpointMetadataAlreadyExists(Detector):
             out.setdefault(key, Collision(ev, int(m["id"]), job, path))  # one collision is logged more than once
         return sorted(out.values(), key=lambda c: (c.event.ts or "", c.event.line))
 
-    def _classify(self, incident, collisions, run: JobRun | None, earlier: list[JobRun], history, retained):
+    def _cause(self, incident, collisions, run: JobRun | None, earlier: list[JobRun], history, retained):
+        """The root cause and the evidence that names it (a clause of the summary)."""
         first = collisions[0]
         subdir = incident.config.get_bool(SUBDIR_KEY)
         # The default keeps <dir>/<job-id>/chk-N: a full path without the job-id segment means it was turned off.
         no_job_segment = bool(re.match(r"^(?:\w+:)?/", first.path)) and not JOB_IN_PATH.search(first.path)
         if subdir is False or (subdir is None and no_job_segment):
             where = incident.config.lookup(SUBDIR_KEY)
-            said = f"{where.key} is false ({where.source})" if where else "the path has no job-id directory"
-            return "shared-dir-without-job-subdir", (f"{said}, so {first.path} is shared by every job writing to "
-                                                     f"{first.base_dir}")
+            said = self.say("subdir off", key=where.key, source=where.source) if where else self.say("no job segment")
+            return "shared-dir-without-job-subdir", self.say("shared dir", said=said, path=first.path,
+                                                             base_dir=first.base_dir)
         other_jm = _other_jobmanager_active(incident, first)
         if other_jm:
-            return "concurrent-writers", (f"another JobManager ({other_jm}) ran job {first.job} at the same time and "
-                                          f"checkpointed into the same directory")
+            return "concurrent-writers", self.say("other jobmanager", jobmanager=other_jm, job=first.job)
         own_before = [a for a in history if a.job == first.job and a.outcome == "completed" and run is not None
                       and (a.finished or "") >= (run.started or "") and (a.finished or "~") < (first.event.ts or "")]
         if run is not None and run.restored_from is not None:
             ahead = first.checkpoint_id - run.restored_from
             if 0 < ahead <= 3 and not own_before:
-                where = run.restore_path or f"checkpoint {run.restored_from}"
-                return "restored-behind-newer-checkpoints", (
-                    f"the run restored from {where} and its next checkpoint chk-{first.checkpoint_id} already existed")
+                restored = run.restore_path or f"checkpoint {run.restored_from}"
+                return "restored-behind-newer-checkpoints", self.say("restored behind", restored=restored,
+                                                                     checkpoint=first.checkpoint_id)
         if run is not None and run.fresh and not own_before:
-            before = "; an earlier run of the same job id is in these logs" if earlier else ""
-            kept = f" (chk-{', chk-'.join(map(str, sorted(retained)))} retained)" if retained else ""
-            return "job-id-reused", (f"the run of job {first.job} started without restoring, so its counter began at "
-                                     f"1 and chk-{first.checkpoint_id} of an earlier run with that id was still "
-                                     f"there{kept}{before}")
+            kept = (self.say("kept", checkpoints=", ".join(f"chk-{i}" for i in sorted(retained))) if retained
+                    else "")
+            return "job-id-reused", self.say("fresh start", job=first.job, checkpoint=first.checkpoint_id, kept=kept,
+                                             earlier=self.say("earlier run") if earlier else "")
         if own_before:
-            return "concurrent-writers", (f"the run had completed {len(own_before)} checkpoint(s) of its own before "
-                                          f"chk-{first.checkpoint_id} turned out to exist: someone else wrote it")
+            return "concurrent-writers", self.say("own checkpoints", count=len(own_before),
+                                                  checkpoint=first.checkpoint_id)
         if len({c.checkpoint_id for c in collisions}) > 1 and run is not None and run.restored_from is not None:
-            return "concurrent-writers", "collisions repeat on several checkpoint numbers after the restore"
+            return "concurrent-writers", self.say("repeats")
         if first.checkpoint_id <= 3 or APPLICATION_MODE_JOB_ID.match(first.job or ""):
-            kind = _job_id_kind(first.job)
-            return "job-id-reused", (f"chk-{first.checkpoint_id} collided{' for the ' + kind if kind else ''}: a "
-                                     f"counter that starts over finds the checkpoints of an earlier run with that id")
-        return "concurrent-writers", (f"chk-{first.checkpoint_id} was written by someone else while this job "
-                                      f"was running (no restore or fresh start around it in these logs)")
+            kind = self._job_id_kind(first.job)
+            return "job-id-reused", self.say("low counter", checkpoint=first.checkpoint_id,
+                                             kind=self.say("for kind", kind=kind) if kind else "")
+        return "concurrent-writers", self.say("someone else", checkpoint=first.checkpoint_id)
+
+    def _job_id_kind(self, job: str | None) -> str | None:
+        if not job:
+            return None
+        if job == "0" * 32:
+            return self.say("zero job id")
+        if APPLICATION_MODE_JOB_ID.match(job):
+            return self.say("derived job id")
+        return None
 
     # -- presentation
 
@@ -223,44 +311,23 @@ class CheckpointMetadataAlreadyExists(Detector):
         evs, notes, add = evidence_trail()
 
         first = collisions[0]
-        add(first.event, f"chk-{first.checkpoint_id}/_metadata already existed: the checkpoint could not be finalized")
+        add(first.event, self.say("note collision", checkpoint=first.checkpoint_id))
         for r in earlier[-1:]:
-            add(r.start_event, f"an earlier run of job {r.job} started here")
+            add(r.start_event, self.say("note earlier run", job=r.job))
         for ev in retained.values():
-            add(ev, "that run's checkpoint was retained in the directory")
+            add(ev, self.say("note retained"))
             break
         if run is not None:
-            add(run.submitted or run.start_event, "the colliding run started here")
+            add(run.submitted or run.start_event, self.say("note run"))
             if run.restore_event is not None:
-                add(run.restore_event, f"…and restored from checkpoint {run.restored_from}")
+                add(run.restore_event, self.say("note restored", checkpoint=run.restored_from))
             elif run.fresh_event is not None:
-                add(run.fresh_event, "…without restoring any checkpoint: the counter starts at 1")
+                add(run.fresh_event, self.say("note fresh"))
         if threshold:
-            add(threshold[0], "the finalization failure exhausted the tolerable-failure threshold: the job failed over")
+            add(threshold[0], self.say("note threshold"))
         for c in collisions[1:3]:
-            add(c.event, f"chk-{c.checkpoint_id} collided too")
+            add(c.event, self.say("note again", checkpoint=c.checkpoint_id))
         return evs, notes
-
-    def _summary(self, cause, why, collisions, failed_over, threshold, kept_running, tolerable) -> str:
-        first = collisions[0]
-        names = ", ".join(f"chk-{c.checkpoint_id}" for c in collisions[:5])
-        of_job = f" of job {first.job}" if first.job else ""
-        head = (f"Checkpoint metadata already existed for {names}{of_job} in {first.base_dir}, so the checkpoint "
-                f"could not be finalized. ")
-        # A finalization failure counts against the tolerable-failure threshold (FINALIZE_CHECKPOINT_FAILURE), whose
-        # default is 0: unless the threshold allows it, the job fails over on the first one.
-        if failed_over:
-            tail = f" The job failed over ({failovers(threshold) or 1} time(s))."
-        elif kept_running:
-            tail = (" The job kept running (a later checkpoint completed, within tolerable-failed-checkpoints="
-                    f"{tolerable}); the colliding checkpoint was lost.")
-        elif not tolerable:
-            tail = (" A finalization failure counts against tolerable-failed-checkpoints (unset here: 0), so the job "
-                    "fails over on it; these logs end before showing the failover.")
-        else:
-            tail = (f" Whether the job kept running is unknown: tolerable-failed-checkpoints={tolerable} lets "
-                    f"{tolerable} such failure(s) in a row pass, and the logs end before a later checkpoint.")
-        return head + f"Why: {self.cause(cause).summary} Evidence: {why}." + tail
 
     # -- patches
 
@@ -271,52 +338,38 @@ class CheckpointMetadataAlreadyExists(Detector):
         name = _deployment_name(incident, run, earlier, by_job_name=cause in ("job-id-reused",))
         current_dir = (cfg.get(DIR_KEY) or first.base_dir).rstrip("/")
         wants_own_dir = cause != "job-id-reused" or APPLICATION_MODE_JOB_ID.match(first.job or "")
-        reason = ("One checkpoint directory per deployment: two deployments (or two runs of a fixed application-mode "
-                  "job id) never write the same chk-N then.")
         if wants_own_dir and name and not current_dir.endswith("/" + name):
-            patches.append(self.flink_patch(incident, DIR_KEY, current_dir + "/" + name, reason))
+            patches.append(self.flink_patch(incident, DIR_KEY, current_dir + "/" + name, self.say("own dir")))
         elif wants_own_dir and not name and cause != "shared-dir-without-job-subdir":
             patches.append(self.ops_patch(
-                "checkpoint directory per deployment", reason + " These logs do not say what tells the deployments "
-                "apart (no Kubernetes namespace or cluster id), so pick the name per deployment.",
+                "checkpoint directory per deployment", self.say("own dir") + self.say("name it"),
                 snippet=f"{version_key(incident, DIR_KEY)}: {current_dir}/<deployment-name>"))
         if cause == "shared-dir-without-job-subdir":
-            patches.append(self.flink_patch(
-                incident, SUBDIR_KEY, "true", "Keep each job's checkpoints under <dir>/<job-id>/ so jobs sharing the "
-                                              "directory do not collide."))
+            patches.append(self.flink_patch(incident, SUBDIR_KEY, "true", self.say("job subdir")))
         retained_now = cfg.get_int(RETAINED_KEY) or 1
         if retained_now > FEWER_RETAINED:
             narrows = {
-                "restored-behind-newer-checkpoints": "they lie ahead of an older restore point; with one, the restore "
-                                                     "point is the newest checkpoint",
-                "concurrent-writers": "every one of them is a chk-N the other writer's counter can run into",
-                "job-id-reused": "an earlier run's retained chk-N are what a restarted counter runs into",
-                "shared-dir-without-job-subdir": "every job of the directory can run into each of them",
+                "restored-behind-newer-checkpoints": "ahead of restore",
+                "concurrent-writers": "other writer",
+                "job-id-reused": "restarted counter",
+                "shared-dir-without-job-subdir": "every job",
             }[cause]
-            patches.append(self.flink_patch(
-                incident, RETAINED_KEY, str(FEWER_RETAINED),
-                f"{retained_now} retained checkpoints leave {retained_now} chk-N directories behind: {narrows}. This "
-                f"narrows the collisions; the change above (one directory per writer) is what ends them."))
+            patches.append(self.flink_patch(incident, RETAINED_KEY, str(FEWER_RETAINED),
+                                            self.say("fewer retained", retained=retained_now,
+                                                     narrows=self.say(narrows))))
         if cause == "job-id-reused":
             last = max(retained) if retained else None
             path = (retained[last].message if last is not None else None)
             path = NOT_DISCARDED.search(path)["path"] if path and NOT_DISCARDED.search(path) else None
             restore = path or f"{first.base_dir}/{first.job}/chk-<newest>"
             patches.append(self.ops_patch(
-                "restore instead of starting over",
-                "A run that reuses a job id must resume from that id's newest retained checkpoint (its counter then "
-                "continues after it), or the old directory must be moved away before a fresh start.",
-                snippet=f"bin/flink run -s {restore} ...\n# or, to start fresh: move {first.base_dir}/{first.job} away first"))
+                "restore instead of starting over", self.say("restore instead"),
+                snippet=self.say("restore snippet", restore=restore, base_dir=first.base_dir, job=first.job)))
             patches.append(self.ops_patch(
                 "job id handling",
-                f"The job id {first.job} is {_job_id_kind(first.job) or 'reused across runs'}. Let each new "
-                f"submission get its own id (do not pin $internal.pipeline.job-id), or keep the "
-                f"fixed id only together with a directory of its own per deployment."))
+                self.say("job id", job=first.job, kind=self._job_id_kind(first.job) or self.say("reused job id"))))
         if cause in ("concurrent-writers", "restored-behind-newer-checkpoints"):
-            patches.append(self.ops_patch(
-                "one writer per checkpoint directory",
-                "Give every deployment its own checkpoint storage (separate NFS mounts or prefixes) and never run two "
-                "deployments with the same HA cluster id / job id at once."))
+            patches.append(self.ops_patch("one writer per checkpoint directory", self.say("one writer")))
         return patches
 
 
@@ -332,16 +385,6 @@ def _retained_ids(incident: Incident, job: str | None) -> dict[int, Event]:
         if job is None or job in m["path"]:
             out[int(m["id"])] = ev
     return out
-
-
-def _job_id_kind(job: str | None) -> str | None:
-    if not job:
-        return None
-    if job == "0" * 32:
-        return "the fixed job id of application mode without HA (all zeros)"
-    if APPLICATION_MODE_JOB_ID.match(job):
-        return "the fixed job id that application mode derives from the HA cluster id"
-    return None
 
 
 def _finalize_failure(ev: Event) -> bool:

@@ -96,17 +96,55 @@ class NoResourceAvailable(Detector):
                 "org.apache.flink.runtime.jobmanager.scheduler.NoResourceAvailableException: Could not acquire the minimum required resources."),
     )
 
+    templates = {
+        # the numbers of the summary, joined into one sentence
+        "needs": "the job needs {required} slot(s)",
+        "cluster had": "the cluster had {taskmanagers} TaskManager(s){with_slots}",
+        "with slots": " with {slots} slot(s)",
+        "free": "{free} of them free",
+        "got": "the job got {got}",
+        "waited": " The scheduler waited {waited} ({key}).",
+        # evidence notes
+        "note gave up": "the scheduler gave up waiting for slots",
+        "note status": "slot pool status when the request failed",
+        "note requirements": "what the job asked for",
+        "note matching": "the ResourceManager's view: missing and current resources",
+        "note worker": "the ResourceManager asked for a new TaskManager",
+        # patches
+        "more slots": "{taskmanagers} TaskManager(s) × {wanted} slot(s) ≥ the {required} slot(s) the job needs. More "
+                      "slots per TaskManager share its memory and CPU: check the TaskManager's size.",
+        "lower parallelism": "Or run the job with the {available} slot(s) there are (a -p on the command line or "
+                             "setParallelism in the code overrides this key).",
+        "add TaskManagers": "Or keep {per_tm} slot(s) per TaskManager and run {missing} more TaskManager(s) ({total} "
+                            "in total).",
+        "add snippet": "kubectl scale deployment <cluster>-taskmanager --replicas={total}\n"
+                       "# standalone: add {missing} host(s) to conf/workers and run bin/taskmanager.sh start",
+        "free or add slots": "Other jobs hold the cluster's slots ({free} free of {slots}, {required} needed): stop "
+                             "or move a job, or add {more} TaskManager(s).",
+        "never registered": "The ResourceManager requested TaskManagers that never registered: check the "
+                            "pods/containers (Pending, quota, image pull, YARN queue) and the TaskManagers' own logs.",
+        "none registered": "No TaskManager registered: start them, or read their logs for why they did not start or "
+                           "could not reach the JobManager (see tm-registration-timeout / "
+                           "tm-memory-misconfiguration).",
+        "wait longer": "Give starting TaskManagers time to register (waited {waited}); this only helps when "
+                       "TaskManagers are on their way.",
+        "match requirements": "The job asks for {profile} per slot: lower the slot sharing group's resources "
+                              "(SlotSharingGroup.newBuilder(...).setCpuCores/...TaskHeapMemory) or start bigger "
+                              "TaskManagers.",
+        "compare slots": "The highest operator parallelism (per slot sharing group) must not exceed the free slots.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         failures = [ev for ev in incident.events if _NO_RESOURCE.search(ev.text)]
         if not failures:
             return []
         first = failures[0]
         numbers = _capacity(incident, first)
-        cause = _classify(numbers)
+        cause = _cause(numbers)
         evidence = [first] + [ev for ev in numbers.pop("_evidence") if ev is not first]
-        notes = {0: "the scheduler gave up waiting for slots"}
+        notes = {0: self.say("note gave up")}
         for i, ev in enumerate(evidence[1:], 1):
-            notes[i] = _note(ev)
+            notes[i] = self._note(ev)
         summary = self._summary(cause, numbers)
         return [self.finding(cause, summary, evidence, notes=notes,
                              confidence=0.5 if cause == "capacity-not-in-logs" else 0.85,
@@ -115,16 +153,16 @@ class NoResourceAvailable(Detector):
     def _summary(self, cause: str, n: dict) -> str:
         have = []
         if n.get("required_slots") is not None:
-            have.append(f"the job needs {n['required_slots']} slot(s)")
+            have.append(self.say("needs", required=n["required_slots"]))
         if n.get("cluster_taskmanagers") is not None:
-            have.append(f"the cluster had {n['cluster_taskmanagers']} TaskManager(s)"
-                        + (f" with {n['cluster_slots']} slot(s)" if n.get("cluster_slots") is not None else ""))
+            with_slots = self.say("with slots", slots=n["cluster_slots"]) if n.get("cluster_slots") is not None else ""
+            have.append(self.say("cluster had", taskmanagers=n["cluster_taskmanagers"], with_slots=with_slots))
         if n.get("cluster_free_slots") is not None:
-            have.append(f"{n['cluster_free_slots']} of them free")
+            have.append(self.say("free", free=n["cluster_free_slots"]))
         if n.get("job_got_slots") is not None:
-            have.append(f"the job got {n['job_got_slots']}")
+            have.append(self.say("got", got=n["job_got_slots"]))
         numbers = (", ".join(have)[0].upper() + ", ".join(have)[1:] + ". ") if have else ""
-        timeout = f" The scheduler waited {n['waited']} ({n['timeout_key']})." if n.get("waited") else ""
+        timeout = self.say("waited", waited=n["waited"], key=n["timeout_key"]) if n.get("waited") else ""
         return f"{self.cause(cause).summary} {numbers}".strip() + timeout
 
     def _patches(self, incident: Incident, cause: str, n: dict):
@@ -136,33 +174,24 @@ class NoResourceAvailable(Detector):
                 wanted = math.ceil(required / tms)
                 patches.append(self.flink_patch(
                     incident, "taskmanager.numberOfTaskSlots", str(wanted),
-                    f"{tms} TaskManager(s) × {wanted} slot(s) ≥ the {required} slot(s) the job needs. More slots "
-                    f"per TaskManager share its memory and CPU: check the TaskManager's size."))
+                    self.say("more slots", taskmanagers=tms, wanted=wanted, required=required)))
                 available = n.get("cluster_slots") or tms * per_tm
-                patches.append(self.flink_patch(
-                    incident, "parallelism.default", str(available),
-                    f"Or run the job with the {available} slot(s) there are (a -p on the command line or "
-                    f"setParallelism in the code overrides this key)."))
-            missing_tms = math.ceil(required / per_tm) - (tms or 0)
+                patches.append(self.flink_patch(incident, "parallelism.default", str(available),
+                                                self.say("lower parallelism", available=available)))
+            total = math.ceil(required / per_tm)
+            missing_tms = total - (tms or 0)
             patches.append(self.ops_patch(
-                "add TaskManagers",
-                f"Or keep {per_tm} slot(s) per TaskManager and run {missing_tms} more TaskManager(s) "
-                f"({math.ceil(required / per_tm)} in total).",
-                snippet=f"kubectl scale deployment <cluster>-taskmanager --replicas={math.ceil(required / per_tm)}\n"
-                        f"# standalone: add {missing_tms} host(s) to conf/workers and run bin/taskmanager.sh start"))
+                "add TaskManagers", self.say("add TaskManagers", per_tm=per_tm, missing=missing_tms, total=total),
+                snippet=self.say("add snippet", total=total, missing=missing_tms)))
         if cause == "slots-held-by-other-jobs" and required:
             free = n.get("cluster_free_slots") if n.get("cluster_free_slots") is not None else (n.get("job_got_slots") or 0)
             patches.append(self.ops_patch(
                 "free or add slots",
-                f"Other jobs hold the cluster's slots ({free} free of {n.get('cluster_slots')}, {required} "
-                f"needed): stop or move a job, or add {math.ceil((required - free) / per_tm)} TaskManager(s).",
+                self.say("free or add slots", free=free, slots=n.get("cluster_slots"), required=required,
+                         more=math.ceil((required - free) / per_tm)),
                 snippet="flink list -r   # running jobs and who holds the slots"))
         if cause in ("no-taskmanagers", "workers-not-provisioned"):
-            what = ("The ResourceManager requested TaskManagers that never registered: check the pods/containers "
-                    "(Pending, quota, image pull, YARN queue) and the TaskManagers' own logs."
-                    if cause == "workers-not-provisioned" else
-                    "No TaskManager registered: start them, or read their logs for why they did not start or could "
-                    "not reach the JobManager (see tm-registration-timeout / tm-memory-misconfiguration).")
+            what = self.say("never registered" if cause == "workers-not-provisioned" else "none registered")
             patches.append(self.ops_patch(
                 "bring TaskManagers up", what,
                 snippet="kubectl get pods -l component=taskmanager; kubectl describe pod <pending taskmanager pod>\n"
@@ -173,22 +202,28 @@ class NoResourceAvailable(Detector):
                 proposed = max(_DEFAULT_TIMEOUT_MS, 2 * current)
                 value = (format_duration(proposed) if key.startswith("jobmanager.adaptive")
                          else cluster.duration_value(proposed, incident.version_tuple))
-                patches.append(self.flink_patch(
-                    incident, key, value,
-                    f"Give starting TaskManagers time to register (waited {format_duration(current)}); this only "
-                    f"helps when TaskManagers are on their way."))
+                patches.append(self.flink_patch(incident, key, value,
+                                                self.say("wait longer", waited=format_duration(current))))
         if cause == "resource-profile-unfulfillable":
-            patches.append(self.ops_patch(
-                "match requirements to TaskManagers",
-                f"The job asks for {n.get('requested_profile')} per slot: lower the slot sharing group's resources "
-                f"(SlotSharingGroup.newBuilder(...).setCpuCores/...TaskHeapMemory) or start bigger TaskManagers."))
+            patches.append(self.ops_patch("match requirements to TaskManagers",
+                                          self.say("match requirements", profile=n.get("requested_profile"))))
         if cause == "capacity-not-in-logs":
             patches.append(self.ops_patch(
-                "compare required and available slots",
-                "The highest operator parallelism (per slot sharing group) must not exceed the free slots.",
+                "compare required and available slots", self.say("compare slots"),
                 snippet="curl -s http://<jobmanager>:8081/overview   # slots-total, slots-available\n"
                         "curl -s http://<jobmanager>:8081/jobs/<job id>/plan | grep -o '\"parallelism\":[0-9]*' | sort -u"))
         return patches
+
+    def _note(self, ev: Event) -> str:
+        if _STATUS.search(ev.text):
+            return self.say("note status")
+        if _REQUIREMENTS.search(ev.message):
+            return self.say("note requirements")
+        if _MATCHING.search(ev.message):
+            return self.say("note matching")
+        if _WORKER_REQUEST.search(ev.message):
+            return self.say("note worker")
+        return ""
 
 
 def _capacity(incident: Incident, first: Event) -> dict:
@@ -295,7 +330,7 @@ def _jobmanager_log_from_start(incident: Incident) -> bool:
                for ev in incident.events)
 
 
-def _classify(n: dict) -> str:
+def _cause(n: dict) -> str:
     required, tms, slots = n.get("required_slots"), n.get("cluster_taskmanagers"), n.get("cluster_slots")
     if tms == 0 or (tms is None and n.get("job_pool_taskmanagers") == 0 and n.get("workers_requested")):
         return "workers-not-provisioned" if n.get("workers_requested") else "no-taskmanagers"
@@ -313,15 +348,3 @@ def _classify(n: dict) -> str:
     if n.get("cluster_free_slots") is not None and n["cluster_free_slots"] < required or (got is not None and got < required):
         return "slots-held-by-other-jobs"
     return "capacity-not-in-logs"
-
-
-def _note(ev: Event) -> str:
-    if _STATUS.search(ev.text):
-        return "slot pool status when the request failed"
-    if _REQUIREMENTS.search(ev.message):
-        return "what the job asked for"
-    if _MATCHING.search(ev.message):
-        return "the ResourceManager's view: missing and current resources"
-    if _WORKER_REQUEST.search(ev.message):
-        return "the ResourceManager asked for a new TaskManager"
-    return ""

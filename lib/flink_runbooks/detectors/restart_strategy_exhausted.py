@@ -82,6 +82,40 @@ class RestartStrategyExhausted(Detector):
                 "org.apache.flink.runtime.JobException: Recovery is suppressed by FixedDelayRestartBackoffTimeStrategy(maxNumberRestartAttempts=2, backoffTimeMS=3000)"),
     )
 
+    templates = {
+        "head": "The job FAILED{at}: recovery was suppressed by {strategy} after {restarts} restart(s){over}. ",
+        "same-fault-every-attempt": "All {attempts} attempt(s) failed with the same fault: {fault}.",
+        "no-restart-strategy": "The first fault failed the job: {fault}.",
+        "restart-budget-too-small": "The attempts failed with {count} different fault(s); the last: {fault}.",
+        "one fault": "Every attempt failed with {fault}.",
+        "runbook": " That fault is the subject of the {runbook} runbook, which is the root cause of this incident.",
+        "stays failed": " Once the strategy is exhausted Flink does not try again: the job stays FAILED until it is "
+                        "resubmitted (from its last retained checkpoint) by hand or by automation.",
+        # evidence notes
+        "note suppressed": "the restart strategy refused another restart: the job is FAILED",
+        "note fault": "first fault of failure episode {episode}",
+        # patches
+        "fix the fault": "Restarting replays the same input into the same code and fails the same way ({fault}). "
+                         "{then}A bigger restart budget would only delay the FAILED state.",
+        "follow the runbook": "Follow the {runbook} runbook. ",
+        "fix code or data": "Fix the code or the data (a poison record: skip/route it to a side output), then "
+                            "resubmit. ",
+        "set in code": "The job's code sets its own restart strategy, which overrides the configuration file: change "
+                       "it there.",
+        "checkpointing": "Without checkpoints a restarted job starts from scratch (state lost, sources rewound to "
+                         "their start offsets); checkpointing also makes Flink restart by default.",
+        "retain": "Non-externalized checkpoints are deleted when the job FAILS; retained ones let you resubmit from "
+                  "where it stopped.",
+        "resubmit": "After the strategy is exhausted nothing restarts the job. Resubmit it from its last retained "
+                    "checkpoint (or a savepoint) once the cause is fixed, or automate it: the Flink Kubernetes "
+                    "Operator redeploys FAILED jobs with kubernetes.operator.job.restart.failed: true, other "
+                    "platforms can watch GET /jobs/<id> for state FAILED.{last}",
+        "last checkpoint": " The last completed checkpoint in these logs is {checkpoint}.",
+        "resubmit snippet": "# the newest retained checkpoint of the failed job\n"
+                            "ls -d {listed}\n"
+                            "flink run -s {path} <your usual arguments> <job jar>",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         suppressed = [ev for ev in incident.events if RECOVERY_SUPPRESSED.search(ev.text)]
         if not suppressed:
@@ -122,10 +156,22 @@ class RestartStrategyExhausted(Detector):
         if span is not None:
             details["trouble_span"] = format_duration(round(span) * 1000)
         evidence = [final] + [ev for _, ev, *_ in named[:3] if ev is not final]
-        notes = {0: "the restart strategy refused another restart: the job is FAILED"}
+        notes = {0: self.say("note suppressed")}
         for i in range(1, len(evidence)):
-            notes[i] = f"first fault of failure episode {i}"
-        summary = self._summary(cause, strategy, final, named, distinct, restarts, span, runbook)
+            notes[i] = self.say("note fault", episode=i)
+        recurring_fault = recurring.rstrip(".")
+        if cause == "same-fault-every-attempt":
+            fault = self.say(cause, attempts=len(named), fault=recurring_fault)
+        elif cause == "no-restart-strategy":
+            fault = self.say(cause, fault=recurring_fault)
+        elif len(distinct) > 1:
+            fault = self.say(cause, count=len(distinct), fault=recurring_fault)
+        else:
+            fault = self.say("one fault", fault=recurring_fault)
+        summary = (self.say("head", at=f" at {final.ts}" if final.ts else "", strategy=strategy.describe(),
+                            restarts=restarts, over=f" over {format_duration(round(span) * 1000)}" if span else "")
+                   + self.cause(cause).summary + " " + fault
+                   + (self.say("runbook", runbook=runbook) if runbook else "") + self.say("stays failed"))
         patches = self._patches(incident, cause, strategy, times, infrastructure, recurring, runbook, job)
         if cluster.prefers_checkpoint_for_recovery(incident):
             summary += " " + cluster.PREFER_CHECKPOINT_WARNING
@@ -136,56 +182,34 @@ class RestartStrategyExhausted(Detector):
             notes=notes, confidence=0.9 if len(named) > 1 or cause == "no-restart-strategy" else 0.7,
             patches=patches, details=details)]
 
-    def _summary(self, cause, strategy, final, named, distinct, restarts, span, runbook) -> str:
-        head = (f"The job FAILED{' at ' + final.ts if final.ts else ''}: recovery was suppressed by "
-                f"{strategy.describe()} after {restarts} restart(s)"
-                + (f" over {format_duration(round(span) * 1000)}" if span else "") + ". ")
-        recurring = named[-1][2].rstrip(".")
-        if cause == "same-fault-every-attempt":
-            fault = f"All {len(named)} attempt(s) failed with the same fault: {recurring}."
-        elif cause == "no-restart-strategy":
-            fault = f"The first fault failed the job: {recurring}."
-        else:
-            fault = (f"The attempts failed with {len(distinct)} different fault(s); the last: {recurring}."
-                     if len(distinct) > 1 else f"Every attempt failed with {recurring}.")
-        where = (f" That fault is the subject of the {runbook} runbook, which is the root cause of this incident."
-                 if runbook else "")
-        after = (" Once the strategy is exhausted Flink does not try again: the job stays FAILED until it is "
-                 "resubmitted (from its last retained checkpoint) by hand or by automation.")
-        return head + self.cause(cause).summary + " " + fault + where + after
-
     def _patches(self, incident: Incident, cause: str, strategy: cluster.RestartStrategy, times: list,
                  infrastructure: bool, recurring: str, runbook: str | None, job: str | None):
         patches = []
         if cause == "same-fault-every-attempt":
-            patches.append(self.ops_patch(
-                "fix the recurring fault",
-                f"Restarting replays the same input into the same code and fails the same way ({recurring[:200]}). "
-                + (f"Follow the {runbook} runbook. " if runbook else
-                   "Fix the code or the data (a poison record: skip/route it to a side output), then resubmit. ")
-                + "A bigger restart budget would only delay the FAILED state."))
+            patches.append(self.ops_patch("fix the recurring fault", self.say(
+                "fix the fault", fault=recurring[:200],
+                then=self.say("follow the runbook", runbook=runbook) if runbook else self.say("fix code or data"))))
         else:
             budget = cluster.restart_budget(incident, times, infrastructure=infrastructure)
             if strategy.set_in_code:
                 patches.append(self.code_patch("restart strategy in the job's code", _code_snippet(incident, budget),
-                                               "The job's code sets its own restart strategy, which overrides the "
-                                               "configuration file: change it there."))
+                                               self.say("set in code")))
             for key, value, reason in budget:
                 patches.append(self.flink_patch(incident, key, value, reason))
         if cause == "no-restart-strategy" and not cluster.checkpointing_enabled(incident):
-            patches.append(self.flink_patch(
-                incident, "execution.checkpointing.interval", "1 min",
-                "Without checkpoints a restarted job starts from scratch (state lost, sources rewound to their "
-                "start offsets); checkpointing also makes Flink restart by default."))
+            patches.append(self.flink_patch(incident, "execution.checkpointing.interval", "1 min",
+                                            self.say("checkpointing")))
         retention = (incident.config.get("execution.checkpointing.externalized-checkpoint-retention") or
                      "NO_EXTERNALIZED_CHECKPOINTS").upper()
         if cluster.checkpointing_enabled(incident) and retention == "NO_EXTERNALIZED_CHECKPOINTS":
             patches.append(self.flink_patch(
                 incident, "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION",
-                "Non-externalized checkpoints are deleted when the job FAILS; retained ones let you resubmit from "
-                "where it stopped."))
-        patches.append(self.ops_patch("resubmit the job", _resubmit_reason(incident),
-                                      snippet=_resubmit_snippet(incident, job)))
+                self.say("retain")))
+        history = [a for a in checkpoint_history(incident) if a.outcome == "completed"]
+        last = self.say("last checkpoint", checkpoint=history[-1].checkpoint_id) if history else ""
+        path = _resubmit_path(incident, job)
+        patches.append(self.ops_patch("resubmit the job", self.say("resubmit", last=last), snippet=self.say(
+            "resubmit snippet", listed=path.replace("file://", "").replace("file:", ""), path=path)))
         return patches
 
 
@@ -220,25 +244,15 @@ def _runbook_for(me: Detector, fault: str) -> str | None:
     return best[1] if best else None
 
 
-def _resubmit_reason(incident: Incident) -> str:
-    history = [a for a in checkpoint_history(incident) if a.outcome == "completed"]
-    last = f" The last completed checkpoint in these logs is {history[-1].checkpoint_id}." if history else ""
-    return ("After the strategy is exhausted nothing restarts the job. Resubmit it from its last retained "
-            "checkpoint (or a savepoint) once the cause is fixed, or automate it: the Flink Kubernetes Operator "
-            "redeploys FAILED jobs with kubernetes.operator.job.restart.failed: true, other platforms can watch "
-            "GET /jobs/<id> for state FAILED." + last)
-
-
-def _resubmit_snippet(incident: Incident, job: str | None) -> str:
+def _resubmit_path(incident: Incident, job: str | None) -> str:
+    """The newest retained checkpoint of the failed job (a pattern when the logs do not name it)."""
     history = [a for a in checkpoint_history(incident) if a.outcome == "completed"]
     restored = next((m.group(1) for ev in reversed(incident.events)
                      for m in [re.search(r"Restoring job \w+ from Checkpoint \d+ .* located at (\S+?)\.?$", ev.message)]
                      if m), None)
     ckpt_dir = incident.config.get("execution.checkpointing.dir") or "<checkpoint dir>"
-    path = (f"{ckpt_dir.rstrip('/')}/{job or '<job id>'}/chk-{history[-1].checkpoint_id}" if history
+    return (f"{ckpt_dir.rstrip('/')}/{job or '<job id>'}/chk-{history[-1].checkpoint_id}" if history
             else restored or f"{ckpt_dir.rstrip('/')}/{job or '<job id>'}/chk-<n>")
-    return (f"# the newest retained checkpoint of the failed job\nls -d {path.replace('file://', '').replace('file:', '')}\n"
-            f"flink run -s {path} <your usual arguments> <job jar>")
 
 
 def _code_snippet(incident: Incident, budget: list[tuple[str, str, str]]) -> str:

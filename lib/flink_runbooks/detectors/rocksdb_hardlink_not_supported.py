@@ -65,6 +65,33 @@ class RocksDBHardlinkNotSupported(Detector):
                 "org.rocksdb.RocksDBException: While link file to /data/rocksdb/db/chk-5.tmp/000012.sst: /data/rocksdb/db/000012.sst: Not supported"),
     )
 
+    templates = {
+        "head": "RocksDB could not hard-link SST files for {checkpoints}: '{error}'. RocksDB's native checkpoint "
+                "needs hard links in its working directory {localdir}. ",
+        "counted": "{count} checkpoint(s) ({ids})",
+        "localdir-on-checkpoint-storage": "It is {where}, a shared file system without hard links. Keep checkpoints "
+                                          "there and move RocksDB's working directory to a local disk ({proposed}).",
+        "inside": "inside the checkpoint directory {checkpoint_dir}",
+        "same mount": "on the same mount as the checkpoint directory {checkpoint_dir} (both under {parent})",
+        "localdir-on-network-fs": "That directory is on a file system without hard links (network share, FUSE or "
+                                  "FAT); move it to a local disk ({proposed}). Checkpoints can stay where they are.",
+        # evidence notes
+        "note link failed": "hard link {file} into chk-{checkpoint}.tmp failed: {error}",
+        "note jobmanager": "the JobManager sees the task fail with it",
+        "note again": "checkpoint {checkpoint} fails the same way",
+        # patches
+        "local disk": "RocksDB is a local embedded database: its working directory belongs on a local disk (ideally a "
+                      "local SSD), not on the checkpoint storage or a network share. It holds no data that must "
+                      "survive the TaskManager; checkpoints keep going to {checkpoint_dir}.",
+        "check the new directory": "Make sure the new directory exists on every TaskManager, is on a local file "
+                                   "system with hard links and has room for the state of all slots.",
+        "check snippet": "df -T {localdir}   # the current one: expect a network/FUSE/FAT type here\n"
+                         "mkdir -p {proposed} && touch {proposed}/a && ln {proposed}/a {proposed}/b && rm "
+                         "{proposed}/a {proposed}/b && df -hT {proposed}",
+        "stopgap": "Only if no local disk can be had: full snapshots do not hard-link, at the price of bigger and "
+                   "slower checkpoints.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         hits = [(ev, m) for ev in incident.events for m in [LINK_FAILED.search(ev.text)] if m]
         if not hits:
@@ -95,55 +122,39 @@ class RocksDBHardlinkNotSupported(Detector):
             "path_suggests": ", ".join(sorted({h.lower() for h in REMOTE_FS_HINT.findall(localdir or "")})) or "nothing",
         }
         evidence = [first_ev]
-        notes = {0: f"hard link {os.path.basename(dst)} into chk-{checkpoints[0] if checkpoints else 'N'}.tmp failed: {err}"}
+        notes = {0: self.say("note link failed", file=os.path.basename(dst),
+                             checkpoint=checkpoints[0] if checkpoints else "N", error=err)}
         others = [ev for ev, _ in hits if ev is not first_ev]
         jm = next((ev for ev in others if ev.role == "jobmanager"), None)
         if jm is not None:
-            notes[len(evidence)] = "the JobManager sees the task fail with it"
+            notes[len(evidence)] = self.say("note jobmanager")
             evidence.append(jm)
         if len(checkpoints) > 1:
             last = next(ev for ev, m in reversed(hits) if f"/chk-{checkpoints[-1]}.tmp/" in m["dst"])
             if last not in evidence:
-                notes[len(evidence)] = f"checkpoint {checkpoints[-1]} fails the same way"
+                notes[len(evidence)] = self.say("note again", checkpoint=checkpoints[-1])
                 evidence.append(last)
-        summary = self._summary(cause, err, checkpoints, localdir, dirs, shared_parent, proposed)
+        counted = (self.say("counted", count=len(checkpoints), ids=", ".join(map(str, checkpoints[:6]))) if checkpoints
+                   else "checkpoints")
+        summary = self.say("head", checkpoints=counted, error=err, localdir=localdir)
+        if cause == "localdir-on-checkpoint-storage":
+            where = (self.say("inside", checkpoint_dir=dirs.checkpoint_dir) if shared_parent == "inside"
+                     else self.say("same mount", checkpoint_dir=dirs.checkpoint_dir, parent=shared_parent))
+            summary += self.say(cause, where=where, proposed=proposed)
+        else:
+            summary += self.say(cause, proposed=proposed)
         return [self.finding(cause, summary, evidence, confidence=confidence, notes=notes, details=details,
                              patches=self._patches(incident, cause, localdir, proposed, dirs))]
-
-    def _summary(self, cause, err, checkpoints, localdir, dirs, shared_parent, proposed) -> str:
-        count = f"{len(checkpoints)} checkpoint(s) ({', '.join(map(str, checkpoints[:6]))})" if checkpoints else "checkpoints"
-        head = (f"RocksDB could not hard-link SST files for {count}: '{err}'. RocksDB's native checkpoint needs hard "
-                f"links in its working directory {localdir}. ")
-        if cause == "localdir-on-checkpoint-storage":
-            where = (f"inside the checkpoint directory {dirs.checkpoint_dir}" if shared_parent == "inside"
-                     else f"on the same mount as the checkpoint directory {dirs.checkpoint_dir} (both under {shared_parent})")
-            return head + (f"It is {where}, a shared file system without hard links. Keep checkpoints there and "
-                           f"move RocksDB's working directory to a local disk ({proposed}).")
-        return head + (f"That directory is on a file system without hard links (network share, FUSE or FAT); move it "
-                       f"to a local disk ({proposed}). Checkpoints can stay where they are.")
 
     def _patches(self, incident: Incident, cause, localdir, proposed, dirs):
         version = incident.version_tuple
         incremental = keys.name_for("execution.checkpointing.incremental", version)
         return [
-            self.flink_patch(
-                incident, "state.backend.rocksdb.localdir", proposed,
-                "RocksDB is a local embedded database: its working directory belongs on a local disk (ideally a "
-                "local SSD), not on the checkpoint storage or a network share. It holds no data that must survive "
-                "the TaskManager; checkpoints keep going to "
-                f"{dirs.checkpoint_dir or 'the checkpoint storage'}."),
-            self.ops_patch(
-                "check the new directory",
-                "Make sure the new directory exists on every TaskManager, is on a local file system with hard links "
-                "and has room for the state of all slots.",
-                snippet=f"df -T {localdir}   # the current one: expect a network/FUSE/FAT type here\n"
-                        f"mkdir -p {proposed} && touch {proposed}/a && ln {proposed}/a {proposed}/b && "
-                        f"rm {proposed}/a {proposed}/b && df -hT {proposed}"),
-            self.ops_patch(
-                "stopgap without a local disk",
-                "Only if no local disk can be had: full snapshots do not hard-link, at the price of bigger and "
-                "slower checkpoints.",
-                snippet=f"{incremental}: false"),
+            self.flink_patch(incident, "state.backend.rocksdb.localdir", proposed,
+                             self.say("local disk", checkpoint_dir=dirs.checkpoint_dir or "the checkpoint storage")),
+            self.ops_patch("check the new directory", self.say("check the new directory"),
+                           snippet=self.say("check snippet", localdir=localdir, proposed=proposed)),
+            self.ops_patch("stopgap without a local disk", self.say("stopgap"), snippet=f"{incremental}: false"),
         ]
 
 

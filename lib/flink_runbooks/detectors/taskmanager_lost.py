@@ -126,6 +126,52 @@ class TaskManagerLost(Detector):
                 "org.apache.flink.runtime.jobmaster.JobMasterException: TaskManager with id localhost:46347-426023 is no longer reachable."),
     )
 
+    templates = {
+        "head": "{who} was lost{when} while running tasks of the job. {verdict}",
+        "named": "TaskManager {label}",
+        "unnamed": "A TaskManager",
+        "log ends": "Its own log ({log}) has no shutdown line and nothing after the loss; the last line kept from it "
+                    "is at {last}{before}.",
+        "before the loss": ", {seconds:.0f} s before the loss",
+        "silent": "Its own log was silent for {seconds:.0f} s across the loss.",
+        "peers name it": "Peers name it as '{address}'.",
+        "others lost": "{count} other TaskManager(s) were lost around the same time.",
+        "outcome": "Outcome: {outcome}.",
+        # evidence notes
+        "note memory": "memory trouble of the lost TaskManager",
+        "note node": "the cluster manager reports the node/pod went away",
+        "note loss": "TaskManager {tm} lost ({how})",
+        "note orderly": "its own log: an orderly shutdown",
+        "note log ends": "its own log ends here: no shutdown line and nothing after",
+        "note alive": "its own log after the loss: it was still running",
+        "note first failure": "first task failure caused by the loss",
+        "note outcome": "the job's outcome",
+        # patches
+        "memory first": "The loss is a consequence: apply the memory runbook's changes (container-memory-exceeded or "
+                        "the oom-* runbook of this incident); restarting more often does not stop the kills.",
+        "who killed it": "Its log just ends, so something outside Flink stopped it: the kernel OOM killer, the "
+                         "container runtime, an operator, or a JVM crash (hs_err_pid*.log).",
+        "kill commands": "# Kubernetes: why did the pod's container stop (OOMKilled, Error, exit code)?\n"
+                         "kubectl describe pod <taskmanager pod> | grep -A5 'Last State'\n"
+                         "kubectl logs <taskmanager pod> --previous | tail -50\n"
+                         "# YARN: the container's diagnostics and log\n"
+                         "yarn logs -applicationId <application id> -containerId <container of {tm}>\n"
+                         "# bare metal / VM: the kernel OOM killer\n"
+                         "dmesg -T | grep -iE 'killed process|out of memory'",
+        "check the node": "Every TaskManager of the host went at once: look at the node's events (NotReady, "
+                          "preemption, spot reclamation, maintenance) and spread TaskManagers over more nodes.",
+        "drain first": "The TaskManager was stopped with tasks on it. For planned scale-downs, take a savepoint and "
+                       "rescale (or let the Kubernetes operator / autoscaler do it) instead of killing busy "
+                       "TaskManagers; give pods a termination grace period.",
+        "longer heartbeat": "The TaskManager was alive but unreachable for a while (current timeout {current}); a "
+                            "longer timeout rides out short stalls. Fix the stalls too (tm-heartbeat-timeout).",
+        "collect its log": "The reason is in the lost TaskManager's own log (its last lines) and in the cluster "
+                           "manager's record of the container/pod; the REST API no longer serves logs of a lost "
+                           "TaskManager.",
+        "more overhead": "A container killed without an OutOfMemoryError in the JVM usually ran out of native memory "
+                         "(threads, glibc arenas, RocksDB): give the JVM overhead 50 % more room.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         failures = _loss_failures(incident)
         if not failures:
@@ -133,7 +179,7 @@ class TaskManagerLost(Detector):
         inv = cluster.inventory(incident)
         tm, loss = _first_lost(inv, failures)
         ctx = cluster.loss_context(incident, tm, loss) if tm else None
-        cause = _classify(inv, ctx, failures)
+        cause = _cause(inv, ctx, failures)
         lost = _lost_list(inv, failures)
         outcome, outcome_event = _outcome(incident, failures[0])
         evidence, notes = self._evidence(ctx, failures, outcome_event)
@@ -155,7 +201,7 @@ class TaskManagerLost(Detector):
             details.update(_ctx_details(ctx))
         if cause in _RELATED:
             details["more_fundamental_runbook"] = _RELATED[cause]
-        summary = _summary(self.cause(cause).summary, cause, tm, loss, ctx, lost, noise, outcome, failures)
+        summary = self._summary(cause, tm, loss, ctx, lost, noise, outcome, failures)
         patches = self._patches(incident, cause, ctx, failures)
         if cluster.prefers_checkpoint_for_recovery(incident):
             summary += " " + cluster.PREFER_CHECKPOINT_WARNING
@@ -175,63 +221,71 @@ class TaskManagerLost(Detector):
 
         if ctx:
             for ev in ctx.memory[:2]:
-                add(ev, "memory trouble of the lost TaskManager")
+                add(ev, self.say("note memory"))
             for ev in ctx.node[:1]:
-                add(ev, "the cluster manager reports the node/pod went away")
+                add(ev, self.say("note node"))
             reported = next((e for e in ctx.loss.events if not cluster.PEER_CLOSED.search(e.text)), ctx.loss.events[0])
-            add(reported, f"TaskManager {ctx.tm.tm_id} lost ({ctx.loss.kind})")
+            add(reported, self.say("note loss", tm=ctx.tm.tm_id, how=ctx.loss.kind))
             if ctx.orderly:
-                add(ctx.orderly, "its own log: an orderly shutdown")
+                add(ctx.orderly, self.say("note orderly"))
             elif ctx.has_own_log and not ctx.alive_after:
-                add(ctx.last_own, "its own log ends here: no shutdown line and nothing after")
+                add(ctx.last_own, self.say("note log ends"))
             for ev in (ctx.tm_side_timeouts or ctx.tm_side_disconnects)[:1]:
-                add(ev, "its own log after the loss: it was still running")
-        add(failures[0], "first task failure caused by the loss")
-        add(outcome_event, "the job's outcome")
+                add(ev, self.say("note alive"))
+        add(failures[0], self.say("note first failure"))
+        add(outcome_event, self.say("note outcome"))
         return evidence, notes
+
+    def _summary(self, cause: str, tm: TaskManager | None, loss: Loss | None, ctx: LossContext | None,
+                 lost: list[dict], noise: dict, outcome: str, failures: list[Event]) -> str:
+        who = self.say("named", label=tm.label) if tm else self.say("unnamed")
+        facts = []
+        if ctx and cause == "process-killed" and ctx.last_own is not None:
+            gap = seconds_between(ctx.last_own.ts, ctx.loss.ts)
+            facts.append(self.say("log ends", log=ctx.tm.log_file, last=ctx.last_own.ts,
+                                  before=self.say("before the loss", seconds=gap) if gap is not None else ""))
+        if ctx and cause == "tm-unresponsive" and ctx.silence_s() is not None:
+            facts.append(self.say("silent", seconds=ctx.silence_s()))
+        if cause == "lost-tm-log-missing":
+            addr = cluster.PEER_CLOSED.search(failures[0].text)
+            if addr:
+                facts.append(self.say("peers name it", address=addr["addr"].strip().lstrip("/")))
+        others = len({d["id"] for d in lost} - ({tm.tm_id} if tm else set()))
+        if others:
+            facts.append(self.say("others lost", count=others))
+        noise_text = cluster.describe_noise(noise)
+        if noise_text:
+            facts.append(noise_text)
+        facts.append(self.say("outcome", outcome=outcome))
+        return self.say("head", who=who, when=f" at {loss.ts}" if loss and loss.ts else "",
+                        verdict=self.cause(cause).summary) + " " + " ".join(facts)
 
     def _patches(self, incident: Incident, cause: str, ctx: LossContext | None, failures: list[Event]):
         patches = []
+        lost_tm = ctx.tm.tm_id if ctx else "<taskmanager>"
         if cause == "killed-for-memory":
-            patches.append(self.ops_patch(
-                "fix the memory cause first",
-                "The loss is a consequence: apply the memory runbook's changes (container-memory-exceeded or the "
-                "oom-* runbook of this incident); restarting more often does not stop the kills."))
+            patches.append(self.ops_patch("fix the memory cause first", self.say("memory first")))
         if cause == "process-killed":
-            patches.append(self.ops_patch(
-                "find who killed the TaskManager",
-                "Its log just ends, so something outside Flink stopped it: the kernel OOM killer, the container "
-                "runtime, an operator, or a JVM crash (hs_err_pid*.log).",
-                snippet=_kill_commands(ctx)))
+            patches.append(self.ops_patch("find who killed the TaskManager", self.say("who killed it"),
+                                          snippet=self.say("kill commands", tm=lost_tm)))
             if deployment(incident).containerised:
                 patches += self._overhead_patches(incident)
         if cause == "node-lost":
             patches.append(self.ops_patch(
-                "check the node",
-                "Every TaskManager of the host went at once: look at the node's events (NotReady, preemption, spot "
-                "reclamation, maintenance) and spread TaskManagers over more nodes.",
+                "check the node", self.say("check the node"),
                 snippet="kubectl get events -A --field-selector involvedObject.kind=Node\n"
                         "kubectl describe node <node>   # Conditions, Events"))
         if cause == "stopped-while-running":
-            patches.append(self.ops_patch(
-                "stop TaskManagers only after draining them",
-                "The TaskManager was stopped with tasks on it. For planned scale-downs, take a savepoint and "
-                "rescale (or let the Kubernetes operator / autoscaler do it) instead of killing busy TaskManagers; "
-                "give pods a termination grace period."))
+            patches.append(self.ops_patch("stop TaskManagers only after draining them", self.say("drain first")))
         if cause in ("network-partition", "tm-unresponsive"):
             gap = ctx.silence_s() if ctx else None
             current, proposed = cluster.heartbeat_timeout_proposal(incident, gap)
             patches.append(self.flink_patch(
                 incident, "heartbeat.timeout", cluster.duration_value(proposed, incident.version_tuple),
-                f"The TaskManager was alive but unreachable for a while (current timeout "
-                f"{format_duration(current)}); a longer timeout rides out short stalls. Fix the stalls too "
-                f"(tm-heartbeat-timeout)."))
+                self.say("longer heartbeat", current=format_duration(current))))
         if cause == "lost-tm-log-missing":
-            patches.append(self.ops_patch(
-                "collect the lost TaskManager's log",
-                "The reason is in the lost TaskManager's own log (its last lines) and in the cluster manager's "
-                "record of the container/pod; the REST API no longer serves logs of a lost TaskManager.",
-                snippet=_kill_commands(ctx)))
+            patches.append(self.ops_patch("collect the lost TaskManager's log", self.say("collect its log"),
+                                          snippet=self.say("kill commands", tm=lost_tm)))
         strategy = cluster.restart_strategy(incident)
         if strategy.kind in ("none", "failure-rate") or (strategy.kind == "fixed-delay" and strategy.attempts is not None
                                                          and strategy.attempts < cluster.MAX_INT):
@@ -246,9 +300,7 @@ class TaskManagerLost(Detector):
                                 deployment=deployment(incident).memory_target)
         except (MemoryConfigError, ValueError):
             return []
-        return [self.flink_patch(incident, key, value,
-                                 "A container killed without an OutOfMemoryError in the JVM usually ran out of native "
-                                 "memory (threads, glibc arenas, RocksDB): give the JVM overhead 50 % more room.")
+        return [self.flink_patch(incident, key, value, self.say("more overhead"))
                 for key, value in sorted(changes.items())]
 
 
@@ -309,7 +361,7 @@ def _named_tm(inv: Inventory, ev: Event) -> TaskManager | None:
     return None
 
 
-def _classify(inv: Inventory, ctx: LossContext | None, failures: list[Event]) -> str:
+def _cause(inv: Inventory, ctx: LossContext | None, failures: list[Event]) -> str:
     if ctx is None:
         return "lost-tm-log-missing"
     if ctx.memory:
@@ -379,43 +431,6 @@ def _ctx_details(ctx: LossContext) -> dict:
     if ctx.gc_pauses:
         d["longest_gc_pause_s"] = round(ctx.longest_gc_s, 1)
     return d
-
-
-def _summary(what: str, cause: str, tm: TaskManager | None, loss: Loss | None, ctx: LossContext | None,
-             lost: list[dict], noise: dict, outcome: str, failures: list[Event]) -> str:
-    who = f"TaskManager {tm.label}" if tm else "A TaskManager"
-    when = f" at {loss.ts}" if loss and loss.ts else ""
-    head = f"{who} was lost{when} while running tasks of the job. {what}"
-    facts = []
-    if ctx and cause == "process-killed" and ctx.last_own is not None:
-        gap = seconds_between(ctx.last_own.ts, ctx.loss.ts)
-        facts.append(f"Its own log ({ctx.tm.log_file}) has no shutdown line and nothing after the loss; the last line "
-                     f"kept from it is at {ctx.last_own.ts}" + (f", {gap:.0f} s before the loss." if gap is not None else "."))
-    if ctx and cause == "tm-unresponsive" and ctx.silence_s() is not None:
-        facts.append(f"Its own log was silent for {ctx.silence_s():.0f} s across the loss.")
-    if cause == "lost-tm-log-missing":
-        addr = cluster.PEER_CLOSED.search(failures[0].text)
-        if addr:
-            facts.append(f"Peers name it as '{addr['addr'].strip().lstrip('/')}'.")
-    others = len({d['id'] for d in lost} - ({tm.tm_id} if tm else set()))
-    if others:
-        facts.append(f"{others} other TaskManager(s) were lost around the same time.")
-    noise_text = cluster.describe_noise(noise)
-    if noise_text:
-        facts.append(noise_text)
-    facts.append(f"Outcome: {outcome}.")
-    return head + " " + " ".join(facts)
-
-
-def _kill_commands(ctx: LossContext | None) -> str:
-    tm = ctx.tm.tm_id if ctx else "<taskmanager>"
-    return (f"# Kubernetes: why did the pod's container stop (OOMKilled, Error, exit code)?\n"
-            f"kubectl describe pod <taskmanager pod> | grep -A5 'Last State'\n"
-            f"kubectl logs <taskmanager pod> --previous | tail -50\n"
-            f"# YARN: the container's diagnostics and log\n"
-            f"yarn logs -applicationId <application id> -containerId <container of {tm}>\n"
-            f"# bare metal / VM: the kernel OOM killer\n"
-            f"dmesg -T | grep -iE 'killed process|out of memory'")
 
 
 def _restarted(ev: Event) -> bool:
