@@ -85,6 +85,45 @@ class ConfigValueInvalid(Detector):
                                 "the option's type in the configuration reference of this exact Flink version."),
     )
 
+    templates = {
+        "could not parse": "Flink {version} could not parse '{value}' for {key}: {detail}{same}.",
+        "same value": "; the same value in its format is {key}: {fix}",
+        "undetermined": " The logs do not say which format the option takes.",
+        "neither started": "Neither the JobManager nor the TaskManager started ({files}).",
+        "taskmanager failed": "A TaskManager failed to start ({file}).",
+        "jobmanager failed": "The JobManager failed to start or to run the job ({file}).",
+        "client failed": "The client failed to submit the job ({file}).",
+        "reported in": "Reported in {file}.",
+        "reformat": "'{value}' is not a value Flink {version} reads for this option ({detail}); {fix} is the same "
+                    "setting in the format it does read.",
+        "check the option's type": "The configuration reference of this exact release gives each option's type "
+                                   "(Duration, MemorySize, Integer, an enum's values); the deepest 'Caused by' under "
+                                   "'Could not parse value' names the part it could not read.",
+        "refusal": "Flink's refusal of '{value}' for '{key}'",
+        "file not read": "Flink {version} reads only config.yaml, so the settings in {files} are ignored: {keys} "
+                         "keep their defaults.",
+        "renamed": "{key} ({where}) is not read by Flink {version}; it reads {replacement}.",
+        "removed": "{key} ({where}) is not read by Flink {version}; this release has no option of that name, its "
+                   "setting keeps the default.",
+        "rewrite": "Flink {version} removed {key}; {replacement} replaces it with another shape of value (a list of "
+                   "classes, each with its serializer), so the setting is rewritten, not renamed.",
+        "rewrite snippet": "# config.yaml\n"
+                           "{rewrite}",
+        "use the new key": "{key} is not read by Flink {version}; {replacement} is.",
+        "remove the old key": "Flink {version} ignores {key}: remove it so nobody relies on it.",
+        "move the settings": "Flink 2.x reads only conf/config.yaml (standard YAML). Move each setting there (the "
+                             "migration script bin/migrate-config-file.sh of 1.19/1.20 converts a whole file), then "
+                             "delete flink-conf.yaml so nobody edits it again.",
+        "move snippet": "# add to conf/config.yaml\n"
+                        "{settings}",
+        "not read": "in {where}: not read by Flink {version}",
+        "misspelled-key": "{key} ({where}) is not an option of Flink {version}; it is one typo away from "
+                          "{replacement}, which keeps its default while this key is loaded and never read.",
+        "intended key": "The intended key: {key} is read by nothing.",
+        "misspelled key": "The misspelled key: remove it.",
+        "typo": "'{key}': no option of Flink {version} has this name (did you mean '{replacement}'?)",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         failures = [f for f in parse_failures(incident)]
         findings: list[Finding] = []
@@ -109,25 +148,21 @@ class ConfigValueInvalid(Detector):
         for f in failures:
             key = version_key(incident, f.key)
             fix = proposed[f.key]
-            parts.append(f"Flink {version} could not parse '{f.value}' for {key}: {f.detail}"
-                         + (f"; the same value in its format is {key}: {fix}." if fix else "."))
-        where = _where(first)
-        summary = " ".join(parts) + f" {where}"
+            parts.append(self.say("could not parse", version=version, value=f.value, key=key, detail=f.detail,
+                                  same=self.say("same value", key=key, fix=fix) if fix else ""))
+        where = self._where(first)
+        summary = " ".join(parts + [where])
         if cause == "undetermined":
-            summary += " The logs do not say which format the option takes."
+            summary += self.say(cause)
         patches = []
         for f in failures:
             fix = proposed[f.key]
             if fix is not None:
-                patches.append(self.flink_patch(
-                    incident, f.key, fix, f"'{f.value}' is not a value Flink {version} reads for this option "
-                    f"({f.detail}); {fix} is the same setting in the format it does read."))
+                patches.append(self.flink_patch(incident, f.key, fix, self.say(
+                    "reformat", value=f.value, version=version, detail=f.detail, fix=fix)))
         if cause == "undetermined" or len(patches) < len(failures):
             patches.append(self.ops_patch(
-                "check the option's type for this release",
-                "The configuration reference of this exact release gives each option's type (Duration, MemorySize, "
-                "Integer, an enum's values); the deepest 'Caused by' under 'Could not parse value' names the part it "
-                "could not read.",
+                "check the option's type for this release", self.say("check the option's type"),
                 snippet="grep -n -A20 \"Could not parse value\" log/*.log cli/*.out | grep 'Caused by'"))
         details = {
             "keys": {version_key(incident, f.key): {"value": f.value, "expects": f.expects, "proposed": proposed[f.key]}
@@ -135,12 +170,28 @@ class ConfigValueInvalid(Detector):
             "where_it_failed": where,
         }
         evidence = [f.event for f in failures]
-        notes = {i: f"Flink's refusal of '{f.value}' for '{f.key}'" for i, f in enumerate(failures)}
+        notes = {i: self.say("refusal", value=f.value, key=f.key) for i, f in enumerate(failures)}
         confidence = 0.9 if cause != "undetermined" else 0.5
         if is_excerpt(incident):
             confidence = min(confidence, 0.75)
         return self.finding(cause, summary, evidence, confidence=confidence, patches=patches, notes=notes,
                             details=details)
+
+    def _where(self, failure: ParseFailure) -> str:
+        """Which process the refusal stopped, from the file (or role) it was logged in."""
+        ev = failure.event
+        name = os.path.basename(ev.file)
+        names = failure.files or {name}
+        if (any("taskexecutor" in n for n in names)
+                and any("standalonesession" in n or "jobmanager" in n for n in names)):
+            return self.say("neither started", files=", ".join(sorted(names)))
+        if "taskexecutor" in name or ev.role == "taskmanager":
+            return self.say("taskmanager failed", file=name)
+        if "standalonesession" in name or "jobmanager" in name or ev.role == "jobmanager":
+            return self.say("jobmanager failed", file=name)
+        if name.endswith(".out") or "client" in name or ev.role == "client":
+            return self.say("client failed", file=name)
+        return self.say("reported in", file=name)
 
     # -- keys the release does not read --------------------------------------------------------------------------
 
@@ -154,14 +205,15 @@ class ConfigValueInvalid(Detector):
             files = sorted({p.where.split(":")[0] for p in not_read if p.kind == "file-not-read"})
             parts = []
             if files:
-                parts.append(f"Flink {version} reads only config.yaml, so the settings in {', '.join(files)} are "
-                             f"ignored: " + ", ".join(p.key for p in not_read if p.kind == "file-not-read")
-                             + " keep their defaults.")
+                parts.append(self.say("file not read", version=version, files=", ".join(files),
+                                      keys=", ".join(p.key for p in not_read if p.kind == "file-not-read")))
             removed = [p for p in not_read if p.kind == "removed"]
             for p in removed:
-                parts.append(f"{p.key} ({p.where}) is not read by Flink {version}"
-                             + (f"; it reads {p.replacement}." if p.replacement else
-                                "; this release has no option of that name, its setting keeps the default."))
+                if p.replacement:
+                    parts.append(self.say("renamed", key=p.key, where=p.where, version=version,
+                                          replacement=p.replacement))
+                else:
+                    parts.append(self.say("removed", key=p.key, where=p.where, version=version))
             patches = []
             for p in not_read:
                 if p.kind == "file-not-read":
@@ -169,60 +221,40 @@ class ConfigValueInvalid(Detector):
                 if p.rewrite:
                     patches.append(self.ops_patch(
                         "rewrite the removed setting",
-                        f"Flink {version} removed {p.key}; {p.replacement} replaces it with another shape of value "
-                        f"(a list of classes, each with its serializer), so the setting is rewritten, not renamed.",
-                        snippet=f"# config.yaml\n{p.rewrite}"))
+                        self.say("rewrite", version=version, key=p.key, replacement=p.replacement),
+                        snippet=self.say("rewrite snippet", rewrite=p.rewrite)))
                 elif p.replacement:
-                    patches.append(self.flink_patch(incident, p.replacement, p.value,
-                                                    f"{p.key} is not read by Flink {version}; {p.replacement} is."))
+                    patches.append(self.flink_patch(incident, p.replacement, p.value, self.say(
+                        "use the new key", key=p.key, version=version, replacement=p.replacement)))
                 patches.append(self.flink_patch(incident, p.key, None,
-                                                f"Flink {version} ignores {p.key}: remove it so nobody relies on it."))
+                                                self.say("remove the old key", version=version, key=p.key)))
             if files:
                 moved = "\n".join(f"{p.key}: {p.value}" for p in not_read if p.kind == "file-not-read")
                 patches.append(self.ops_patch(
-                    "move the settings into config.yaml",
-                    "Flink 2.x reads only conf/config.yaml (standard YAML). Move each setting there (the migration "
-                    "script bin/migrate-config-file.sh of 1.19/1.20 converts a whole file), then delete "
-                    "flink-conf.yaml so nobody edits it again.",
-                    snippet=f"# add to conf/config.yaml\n{moved}"))
+                    "move the settings into config.yaml", self.say("move the settings"),
+                    snippet=self.say("move snippet", settings=moved)))
             out.append(self.finding(
                 "key-not-read", " ".join(parts), [p.event for p in not_read],
-                notes={i: (f"in {p.where}: not read by Flink {version}") for i, p in enumerate(not_read)},
+                notes={i: self.say("not read", where=p.where, version=version) for i, p in enumerate(not_read)},
                 confidence=0.85 if incident.flink_version else 0.6, patches=patches, severity="warning",
                 details={"keys_not_read": {p.key: {"value": p.value, "where": p.where,
                                                    "reads_instead": p.replacement or "nothing"} for p in not_read}}))
         if typos:
-            parts = [f"{p.key} ({p.where}) is not an option of Flink {version}; it is one typo away from "
-                     f"{p.replacement}, which keeps its default while this key is loaded and never read."
+            parts = [self.say("misspelled-key", key=p.key, where=p.where, version=version, replacement=p.replacement)
                      for p in typos]
             patches = []
             for p in typos:
                 patches.append(self.flink_patch(incident, p.replacement, p.value,
-                                                f"The intended key: {p.key} is read by nothing."))
-                patches.append(self.flink_patch(incident, p.key, None, "The misspelled key: remove it."))
+                                                self.say("intended key", key=p.key)))
+                patches.append(self.flink_patch(incident, p.key, None, self.say("misspelled key")))
             out.append(self.finding(
                 "misspelled-key", " ".join(parts), [p.event for p in typos],
-                notes={i: f"'{p.key}': no option of Flink {version} has this name (did you mean '{p.replacement}'?)"
+                notes={i: self.say("typo", key=p.key, version=version, replacement=p.replacement)
                        for i, p in enumerate(typos)},
                 confidence=0.8, patches=patches, severity="warning",
                 details={"misspelled_keys": {p.key: {"value": p.value, "where": p.where, "meant": p.replacement}
                                              for p in typos}}))
         return out
-
-
-def _where(failure: ParseFailure) -> str:
-    ev = failure.event
-    name = os.path.basename(ev.file)
-    names = failure.files or {name}
-    if any("taskexecutor" in n for n in names) and any("standalonesession" in n or "jobmanager" in n for n in names):
-        return f"Neither the JobManager nor the TaskManager started ({', '.join(sorted(names))})."
-    if "taskexecutor" in name or ev.role == "taskmanager":
-        return f"A TaskManager failed to start ({name})."
-    if "standalonesession" in name or "jobmanager" in name or ev.role == "jobmanager":
-        return f"The JobManager failed to start or to run the job ({name})."
-    if name.endswith(".out") or "client" in name or ev.role == "client":
-        return f"The client failed to submit the job ({name})."
-    return f"Reported in {name}."
 
 
 __all__ = ["ConfigValueInvalid", "COULD_NOT_PARSE"]

@@ -91,11 +91,65 @@ class HdfsDatanodeFailure(Detector):
                 "java.io.IOException: All datanodes [DatanodeInfoWithStorage[10.0.0.7:9866,DS-1,DISK]] are bad. Aborting..."),
     )
 
+    templates = {
+        "head": "HDFS could not store the {what} files{which}: {counts}. {impact} Why: {why}{size}",
+        "which": " of checkpoint(s) {ids}{more}",
+        "all bad": "'All datanodes ... are bad' {count} time(s)",
+        "no replacement": "no datanode to replace a failed one {count} time(s){policy}",
+        "policy": " (policy {policy})",
+        "no target": "no datanode for a new block {count} time(s){nodes}",
+        "nodes": " ({running} datanode(s) running, {excluded} excluded)",
+        "failed over": "The job failed over{sync}.",
+        "sync phase": " (the failure was in the synchronous snapshot phase, which always fails the task)",
+        "checkpoints failed": "Checkpoints failed while it lasted. No failover shows in these logs, but checkpoints "
+                              "failing on storage I/O count against tolerable-failed-checkpoints (default 0), so "
+                              "whether the job kept running is unknown: look for 'Exceeded checkpoint tolerable "
+                              "failure threshold' or RESTARTING in the JobManager log.",
+        "no failover": "No failover shows in these logs; whether the job kept running is unknown.",
+        "size": " {count} datanode(s) seen.",
+        "excluded": "the client excluded a datanode it could not write to",
+        "no spare": "no spare datanode to replace the failed one in the pipeline",
+        "none for the block": "the NameNode found no datanode for the block",
+        "pipeline failed": "every datanode of the write pipeline failed",
+        "sync snapshot failed": "the synchronous snapshot of checkpoint {id} failed on it: the task failed",
+        "not materialized": "checkpoint {id} could not be materialized because of it",
+        "threshold exceeded": "the failed checkpoints exceeded the tolerable-failure threshold: the job failed over",
+        "small cluster": "Only {datanodes} datanode(s) are in play: there is no spare datanode to replace a failed "
+                         "one, so the {policy} policy aborts the write. Hadoop recommends NEVER for clusters of "
+                         "{small} datanodes or fewer.",
+        "best effort": "Keep writing with the remaining datanodes when no replacement can be found, instead of "
+                       "aborting the checkpoint file.",
+        "client setting": "{why} Flink passes flink.hadoop.* keys to its HDFS client.",
+        "hdfs-site.xml": "The same client setting in the Hadoop configuration Flink reads (HADOOP_CONF_DIR), for "
+                         "versions or deployments that do not pass flink.hadoop.* keys.",
+        "hdfs-site snippet": "<property>\n"
+                             "  <name>{key}</name>\n"
+                             "  <value>{value}</value>\n"
+                             "</property>",
+        "datanode health": "Datanodes dropped out of write pipelines: check their logs around the failure time for "
+                           "disk errors, GC pauses and 'xceiver' limits (dfs.datanode.max.transfer.threads), and "
+                           "their state in the report.",
+        "start the datanodes": "The NameNode had no live datanode: bring the datanodes back (and check why they "
+                               "stopped).",
+        "datanode disk space": "The NameNode refused every running datanode for new blocks: free or add disk space "
+                               "(a datanode needs at least one block size of room per volume), or finish "
+                               "decommissioning.",
+        "network": "The client could not open a pipeline to any datanode: check that the TaskManager hosts reach the "
+                   "datanodes' data transfer port (firewall, DNS, dfs.client.use.datanode.hostname in containers) "
+                   "and that the datanodes are not overloaded.",
+        "datanode state": "Check which datanodes are live and their free space.",
+        "decline instead of fail": "Flink <= 1.8 only: a failed snapshot declines the checkpoint instead of failing "
+                                   "the task, so a short HDFS outage no longer restarts the job (from 1.9 on "
+                                   "synchronous-phase failures always fail the task).",
+        "ride it out": "Ride out short HDFS incidents: a few failed checkpoints then do not fail the job over (up to "
+                       "{streak} failed in a row here). It does not fix the datanodes.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         trouble = datanode_trouble(incident)
         if not trouble:
             return []
-        cause, confidence = self._classify(trouble)
+        cause, confidence = self._cause(trouble)
         sync = [f for f in snapshot_failures(incident, "sync") if HDFS_FAILURE.search(f.text)]
         async_ = [f for f in snapshot_failures(incident, "async") if HDFS_FAILURE.search(f.text)]
         history = checkpoint_history(incident)
@@ -149,7 +203,7 @@ class HdfsDatanodeFailure(Detector):
         return last is not None and any(a.outcome == "completed" and (a.finished or "") > last for a in history)
 
     @staticmethod
-    def _classify(t: DatanodeTrouble) -> tuple[str, float]:
+    def _cause(t: DatanodeTrouble) -> tuple[str, float]:
         if t.disk_full:
             return "datanode-disks-full", 0.9
         if t.min_replication and t.running == 0:
@@ -166,55 +220,50 @@ class HdfsDatanodeFailure(Detector):
         evs, notes, add = evidence_trail()
 
         if t.excluding_events:
-            add(t.excluding_events[0], "the client excluded a datanode it could not write to")
+            add(t.excluding_events[0], self.say("excluded"))
         for ev in t.events:
             if REPLACE_FAILED.search(ev.text):
-                add(ev, "no spare datanode to replace the failed one in the pipeline")
+                add(ev, self.say("no spare"))
                 break
         for ev in t.events:
             if MIN_REPLICATION.search(ev.text):
-                add(ev, "the NameNode found no datanode for the block")
+                add(ev, self.say("none for the block"))
                 break
         for ev in t.events:
             if ALL_DATANODES_BAD.search(ev.text):
-                add(ev, "every datanode of the write pipeline failed")
+                add(ev, self.say("pipeline failed"))
                 break
         if sync:
             culprit = max(sync[0].events, key=lambda e: len(e.chain))
-            add(culprit, f"the synchronous snapshot of checkpoint {sync[0].checkpoint_id} failed on it: the task failed")
+            add(culprit, self.say("sync snapshot failed", id=sync[0].checkpoint_id))
         elif async_:
             culprit = max(async_[0].events, key=lambda e: len(e.chain))
-            add(culprit, f"checkpoint {async_[0].checkpoint_id} could not be materialized because of it")
+            add(culprit, self.say("not materialized", id=async_[0].checkpoint_id))
         if thresholds:
-            add(thresholds[0], "the failed checkpoints exceeded the tolerable-failure threshold: the job failed over")
+            add(thresholds[0], self.say("threshold exceeded"))
         return evs, notes
 
     def _summary(self, cause: str, t: DatanodeTrouble, failed_over: bool, in_checkpoints: bool, phase: str | None,
                  datanodes: int | None) -> str:
-        what = "checkpoint" if in_checkpoints else "HDFS"
         counts = []
         if t.all_bad:
-            counts.append(f"'All datanodes ... are bad' {t.all_bad} time(s)")
+            counts.append(self.say("all bad", count=t.all_bad))
         if t.replace_failed:
-            counts.append(f"no datanode to replace a failed one {t.replace_failed} time(s)"
-                          + (f" (policy {t.replace_policy})" if t.replace_policy else ""))
+            counts.append(self.say("no replacement", count=t.replace_failed,
+                                   policy=self.say("policy", policy=t.replace_policy) if t.replace_policy else ""))
         if t.min_replication:
-            nodes = (f" ({t.running} datanode(s) running, {'none' if t.excluded_said_no else t.excluded} excluded)"
+            nodes = (self.say("nodes", running=t.running, excluded="none" if t.excluded_said_no else t.excluded)
                      if t.running is not None else "")
-            counts.append(f"no datanode for a new block {t.min_replication} time(s){nodes}")
+            counts.append(self.say("no target", count=t.min_replication, nodes=nodes))
         ids = sorted(t.checkpoint_ids)
-        which = f" of checkpoint(s) {', '.join(map(str, ids[:6]))}{' …' if len(ids) > 6 else ''}" if ids else ""
-        impact = ("The job failed over" + (" (the failure was in the synchronous snapshot phase, which always fails "
-                                            "the task)" if phase == "sync" else "") + "."
-                  if failed_over else
-                  ("Checkpoints failed while it lasted. No failover shows in these logs, but checkpoints failing on "
-                   "storage I/O count against tolerable-failed-checkpoints (default 0), so whether the job kept "
-                   "running is unknown: look for 'Exceeded checkpoint tolerable failure threshold' or RESTARTING "
-                   "in the JobManager log." if in_checkpoints else
-                   "No failover shows in these logs; whether the job kept running is unknown."))
-        size = f" {datanodes} datanode(s) seen." if datanodes else ""
-        return (f"HDFS could not store the {what} files{which}: {'; '.join(counts)}. {impact} Why: "
-                f"{self.cause(cause).summary}{size}")
+        which = self.say("which", ids=", ".join(map(str, ids[:6])), more=" …" if len(ids) > 6 else "") if ids else ""
+        if failed_over:
+            impact = self.say("failed over", sync=self.say("sync phase") if phase == "sync" else "")
+        else:
+            impact = self.say("checkpoints failed" if in_checkpoints else "no failover")
+        return self.say("head", what="checkpoint" if in_checkpoints else "HDFS", which=which, counts="; ".join(counts),
+                        impact=impact, why=self.cause(cause).summary,
+                        size=self.say("size", count=datanodes) if datanodes else "")
 
     def _patches(self, incident: Incident, cause: str, t: DatanodeTrouble, datanodes: int | None, phase: str | None,
                  streak: int, sync):
@@ -225,58 +274,38 @@ class HdfsDatanodeFailure(Detector):
             if t.replace_failed:
                 small = datanodes is not None and datanodes <= SMALL_CLUSTER
                 key, value = (REPLACE_POLICY_KEY, "NEVER") if small else (REPLACE_BEST_EFFORT_KEY, "true")
-                why = (f"Only {datanodes} datanode(s) are in play: there is no spare datanode to replace a failed one, "
-                       f"so the {t.replace_policy or 'DEFAULT'} policy aborts the write. Hadoop recommends NEVER for "
-                       f"clusters of {SMALL_CLUSTER} datanodes or fewer." if small else
-                       "Keep writing with the remaining datanodes when no replacement can be found, instead of "
-                       "aborting the checkpoint file.")
+                why = (self.say("small cluster", datanodes=datanodes, policy=t.replace_policy or "DEFAULT",
+                                small=SMALL_CLUSTER) if small else self.say("best effort"))
                 patches.append(self.flink_patch(incident, HADOOP_PREFIX + key, value,
-                                                why + " Flink passes flink.hadoop.* keys to its HDFS client."))
+                                                self.say("client setting", why=why)))
                 patches.append(self.ops_patch(
-                    "hdfs-site.xml of the Flink processes",
-                    "The same client setting in the Hadoop configuration Flink reads (HADOOP_CONF_DIR), for versions "
-                    "or deployments that do not pass flink.hadoop.* keys.",
-                    snippet=f"<property>\n  <name>{key}</name>\n  <value>{value}</value>\n</property>"))
+                    "hdfs-site.xml of the Flink processes", self.say("hdfs-site.xml"),
+                    snippet=self.say("hdfs-site snippet", key=key, value=value)))
             patches.append(self.ops_patch(
-                "datanode health",
-                "Datanodes dropped out of write pipelines: check their logs around the failure time for disk errors, "
-                "GC pauses and 'xceiver' limits (dfs.datanode.max.transfer.threads), and their state in the report.",
+                "datanode health", self.say("datanode health"),
                 snippet=f"{report}\n{report} -dead"))
         elif cause == "datanodes-down":
             patches.append(self.ops_patch(
-                "start the datanodes",
-                "The NameNode had no live datanode: bring the datanodes back (and check why they stopped).",
+                "start the datanodes", self.say("start the datanodes"),
                 snippet=f"{report} -live\n{report} -dead"))
         elif cause == "datanode-disks-full":
             patches.append(self.ops_patch(
-                "datanode disk space",
-                "The NameNode refused every running datanode for new blocks: free or add disk space (a datanode "
-                "needs at least one block size of room per volume), or finish decommissioning.",
+                "datanode disk space", self.say("datanode disk space"),
                 snippet=f"{report} | grep -E '^Name:|DFS Remaining|Decommission'"))
         elif cause == "datanodes-unreachable":
             probes = "\n".join(f"nc -vz {a.rsplit(':', 1)[0]} {a.rsplit(':', 1)[1]}" for a in sorted(t.datanodes)[:6])
             patches.append(self.ops_patch(
-                "network from the Flink hosts to the datanodes",
-                "The client could not open a pipeline to any datanode: check that the TaskManager hosts reach the "
-                "datanodes' data transfer port (firewall, DNS, dfs.client.use.datanode.hostname in containers) and "
-                "that the datanodes are not overloaded.",
+                "network from the Flink hosts to the datanodes", self.say("network"),
                 snippet=probes or f"{report} -live"))
         else:
-            patches.append(self.ops_patch("datanode state", "Check which datanodes are live and their free space.",
-                                          snippet=report))
+            patches.append(self.ops_patch("datanode state", self.say("datanode state"), snippet=report))
         if phase == "sync":
             if is_legacy(incident, [ev for f in sync for ev in f.events]) is not False:
-                patches.append(decline_instead_of_fail_patch(
-                    self, "Flink <= 1.8 only: a failed snapshot declines the checkpoint instead of failing the task, "
-                          "so a short HDFS outage no longer restarts the job (from 1.9 on synchronous-phase failures "
-                          "always fail the task)."))
+                patches.append(decline_instead_of_fail_patch(self, self.say("decline instead of fail")))
         elif (v is None or tuple(v[:2]) >= (1, 9)) and cause in ("pipeline-recovery-failure", "datanodes-unreachable"):
             # Only for an HDFS that comes back by itself: with no datanode up or every disk full, tolerance would
             # only postpone the failover.
-            patches += tolerance_patches(
-                self, incident, streak,
-                "Ride out short HDFS incidents: a few failed checkpoints then do not fail the job over "
-                f"(up to {streak} failed in a row here). It does not fix the datanodes.")
+            patches += tolerance_patches(self, incident, streak, self.say("ride it out", streak=streak))
         return patches
 
 

@@ -44,9 +44,6 @@ RECONNECT_BACKOFF = (("reconnect.backoff.ms", 1000), ("reconnect.backoff.max.ms"
 MAX_PROPOSED_IDLE_MS = 180_000
 MIN_PROPOSED_IDLE_MS = 30_000
 
-NO_HARM = ("A failed commit does not affect Flink's correctness: the source restores from the offsets in Flink's "
-           "checkpoints; committed offsets only feed lag monitoring and jobs started without state.")
-
 
 class KafkaOffsetCommitFailure(Detector):
     slug = "kafka-offset-commit-failure"
@@ -125,6 +122,70 @@ class KafkaOffsetCommitFailure(Detector):
                 "1.3 – 1.17", "FlinkKafkaConsumerBase / KafkaFetcher (legacy FlinkKafkaConsumer)",
                 "Async Kafka commit failed."),
     )
+
+    templates = {
+        "head": "Kafka offset commits failed for {count} checkpoint(s) ({first}–{last}, up to {run} in a "
+                "row){over}{exceptions}. ",
+        "head without ids": "Kafka offset commits failed {count} time(s){over}{exceptions}. ",
+        "over": " over {span}",
+        "exceptions": " ({top})",
+        "exception count": "{exception} ×{count}",
+        "coordinator-unavailable": "The group coordinator was unavailable: the failures carry coordinator "
+                                   "errors{unreachable}. {recovery}",
+        "brokers unreachable": " and brokers were unreachable",
+        "recovered": "Commits recovered at {when}, as they do once the coordinator is back.",
+        "not recovered": "The commits had not recovered by the end of the logs: check the brokers.",
+        "idle-connection-reaped": "{idles}{kept}{found_dead}, so each commit goes out on a dead connection and fails "
+                                  "with a disconnect.",
+        "idles every": "Commits come every {gap} s, so the coordinator connection idles in between",
+        "idles": "The coordinator connection idles between commits",
+        "kept idle": "; the client keeps idle connections for {idle} ms, longer than the network does",
+        "found dead": " (the coordinator connection was found dead every ~{period} s)",
+        "undetermined": "Root cause undetermined: the failures carry neither coordinator errors nor disconnects on "
+                        "connections idle between commits.",
+        "surplus readers": " Also: the source runs {readers} readers for {partitions} partition(s) of {topics}, so "
+                           "{idle} reader(s) sit idle. That wastes slots but does not make commits fail: an idle "
+                           "reader has no offsets to commit.",
+        "excerpt": " The input ends with these failures (an excerpt without a timeline), so whether they went on or "
+                   "were a short blip is unknown: a blip of one or two checkpoints needs no action; look at the logs "
+                   "after the last failure for commits or checkpoints succeeding again.",
+        "no harm": " A failed commit does not affect Flink's correctness: the source restores from the offsets in "
+                   "Flink's checkpoints; committed offsets only feed lag monitoring and jobs started without state.",
+        "first failure": "first failed commit{checkpoint}",
+        "last failure": "last failed commit in the logs{checkpoint}",
+        "checkpoint": " (checkpoint {id})",
+        "coordinator lost": "the client lost its group coordinator",
+        "broker unreachable": "a broker was unreachable",
+        "coordinator back": "the coordinator is back",
+        "dead connection": "the request went out on a connection that was already dead",
+        "connection dropped": "the broker connection dropped",
+        "idle readers": "{readers} readers for {partitions} partition(s): the surplus ones are idle and commit "
+                        "nothing",
+        "consumer settings": "the consumer's effective settings",
+        "back off": "Back off between reconnect attempts instead of hammering an unavailable broker or coordinator "
+                    "in a tight loop while it moves.",
+        "close idle": "Close idle connections on the client before the network drops them silently, so each commit "
+                      "opens a fresh connection instead of failing on a dead one{apart}.",
+        "commits apart": " (commits are {gap} s apart)",
+        "KafkaSource parallelism": "Not a fix for the commit failures (idle readers commit nothing): {surplus} "
+                                   "surplus reader(s) can never be assigned a partition of {topics} and only hold "
+                                   "slots. If the topic will get more partitions, use a divisor of the partition "
+                                   "count.",
+        "parallelism snippet": "env.fromSource(kafkaSource, watermarkStrategy, \"kafka-source\")\n"
+                               "   .setParallelism({partitions});  // {topics}: {partitions} partition(s), was "
+                               "{readers} readers\n"
+                               "// the KafkaSink that writes to it likewise: "
+                               "stream.sinkTo(kafkaSink).setParallelism({partitions});\n"
+                               "// Flink SQL: SET 'parallelism.default' = '{partitions}'; (or per source with "
+                               "'scan.parallelism' where the connector supports it)",
+        "check the brokers": "Commits resume by themselves once the coordinator is back; restarting the job changes "
+                             "nothing. If the failures last, find out why the __consumer_offsets partition of the "
+                             "group has no leader (broker down, rolling restart without controlled shutdown, "
+                             "under-replicated partitions).",
+        "broker commands": "kafka-topics.sh --bootstrap-server {servers} --describe --topic __consumer_offsets "
+                           "--under-replicated-partitions\n"
+                           "kafka-consumer-groups.sh --bootstrap-server {servers} --describe --group {group}",
+    }
 
     def detect(self, incident: Incident) -> list[Finding]:
         failures = commit_failures(incident)
@@ -216,68 +277,64 @@ class KafkaOffsetCommitFailure(Detector):
     def _summary(self, cause, rounds, run, span, times, counts, assignment, commit_gap_s, disconnect_period,
                  recovered_at, config, broker_down, persistence) -> str:
         ids = sorted({r.checkpoint_id for r in rounds if r.checkpoint_id is not None})
-        what = (f"Kafka offset commits failed for {len(ids)} checkpoint(s) ({ids[0]}–{ids[-1]}, up to {len(run)} "
-                f"in a row)" if ids else f"Kafka offset commits failed {len(rounds)} time(s)")
-        if times:
-            what += f" over {human_span(span)}"
-        top = ", ".join(f"{name} ×{n}" for name, n in counts.most_common(3))
-        what += f" ({top})." if top else "."
+        top = ", ".join(self.say("exception count", exception=name, count=n) for name, n in counts.most_common(3))
+        over = self.say("over", span=human_span(span)) if times else ""
+        exceptions = self.say("exceptions", top=top) if top else ""
+        if ids:
+            summary = self.say("head", count=len(ids), first=ids[0], last=ids[-1], run=len(run), over=over,
+                               exceptions=exceptions)
+        else:
+            summary = self.say("head without ids", count=len(rounds), over=over, exceptions=exceptions)
         if cause == "coordinator-unavailable":
-            why = ("The group coordinator was unavailable: the failures carry coordinator errors"
-                   + (" and brokers were unreachable" if broker_down else "") + ". "
-                   + (f"Commits recovered at {recovered_at}, as they do once the coordinator is back."
-                      if recovered_at else "The commits had not recovered by the end of the logs: check the brokers."))
+            summary += self.say(cause, unreachable=self.say("brokers unreachable") if broker_down else "",
+                                recovery=self.say("recovered", when=recovered_at) if recovered_at
+                                else self.say("not recovered"))
         elif cause == "idle-connection-reaped":
             idle, _ = current_value(config, "connections.max.idle.ms")
-            why = (f"Commits come every {round(commit_gap_s)} s, so the coordinator connection idles in between"
-                   if commit_gap_s else "The coordinator connection idles between commits")
-            why += (f"; the client keeps idle connections for {idle} ms, longer than the network does"
-                    if idle else "")
-            why += (f" (the coordinator connection was found dead every ~{round(disconnect_period)} s)"
-                    if disconnect_period else "")
-            why += ", so each commit goes out on a dead connection and fails with a disconnect."
+            summary += self.say(
+                cause, idles=self.say("idles every", gap=round(commit_gap_s)) if commit_gap_s else self.say("idles"),
+                kept=self.say("kept idle", idle=idle) if idle else "",
+                found_dead=self.say("found dead", period=round(disconnect_period)) if disconnect_period else "")
         else:
-            why = ("Root cause undetermined: the failures carry neither coordinator errors nor disconnects on "
-                   "connections idle between commits.")
+            summary += self.say(cause)
         if assignment.exceeds:
             idle = (len(assignment.idle_readers) if assignment.idle_readers
                     else (assignment.readers or 0) - len(assignment.partitions))
-            topics = ", ".join(sorted(assignment.topics)) or "the topic"
-            why += (f" Also: the source runs {assignment.readers or '?'} readers for "
-                    f"{len(assignment.partitions) or '?'} partition(s) of {topics}, so {idle} reader(s) sit idle. "
-                    f"That wastes slots but does not make commits fail: an idle reader has no offsets to commit.")
+            summary += self.say("surplus readers", readers=assignment.readers or "?",
+                                partitions=len(assignment.partitions) or "?",
+                                topics=", ".join(sorted(assignment.topics)) or "the topic", idle=idle)
         if persistence == "unknown":
-            why += (" The input ends with these failures (an excerpt without a timeline), so whether they went on "
-                    "or were a short blip is unknown: a blip of one or two checkpoints needs no action; look at the "
-                    "logs after the last failure for commits or checkpoints succeeding again.")
-        return f"{what} {why} {NO_HARM}"
+            summary += self.say("excerpt")
+        return summary + self.say("no harm")
 
     def _evidence(self, failures: list[CommitFailure], rounds: list[CommitRound], lines: list[ClientLine],
                   assignment, config, cause) -> tuple[list[Event], dict[int, str]]:
         evidence, notes, add = evidence_trail()
 
         first = failures[0]
-        add(first.event, f"first failed commit{f' (checkpoint {first.checkpoint_id})' if first.checkpoint_id else ''}")
+        add(first.event, self.say("first failure", checkpoint=self.say("checkpoint", id=first.checkpoint_id)
+                                  if first.checkpoint_id else ""))
         if cause == "coordinator-unavailable":
             add(next((cl.event for cl in lines if cl.what == "coordinator-unavailable"), None),
-                "the client lost its group coordinator")
-            add(next((cl.event for cl in lines if cl.what == "connect-failed"), None), "a broker was unreachable")
+                self.say("coordinator lost"))
+            add(next((cl.event for cl in lines if cl.what == "connect-failed"), None), self.say("broker unreachable"))
             add(next((cl.event for cl in reversed(lines) if cl.what == "coordinator-discovered"), None),
-                "the coordinator is back")
+                self.say("coordinator back"))
         elif cause == "idle-connection-reaped":
             add(next((cl.event for cl in lines if cl.what in ("cancelled-in-flight", "request-timeout")), None),
-                "the request went out on a connection that was already dead")
-            add(next((cl.event for cl in lines if cl.what == "disconnected"), None), "the broker connection dropped")
+                self.say("dead connection"))
+            add(next((cl.event for cl in lines if cl.what == "disconnected"), None), self.say("connection dropped"))
         if assignment.exceeds:
             readers = [ev for ev in assignment.events if "registering reader" in ev.message
                        or "no partitions to read from" in ev.message]
             if readers:
-                add(readers[-1], f"{assignment.readers} readers for {len(assignment.partitions) or '?'} partition(s): "
-                                 f"the surplus ones are idle and commit nothing")
+                add(readers[-1], self.say("idle readers", readers=assignment.readers,
+                                          partitions=len(assignment.partitions) or "?"))
         last = failures[-1]
-        add(last.event, f"last failed commit in the logs{f' (checkpoint {last.checkpoint_id})' if last.checkpoint_id else ''}")
+        add(last.event, self.say("last failure", checkpoint=self.say("checkpoint", id=last.checkpoint_id)
+                                 if last.checkpoint_id else ""))
         if config is not None:
-            add(config.event, "the consumer's effective settings")
+            add(config.event, self.say("consumer settings"))
         return evidence, notes
 
     # ------------------------------------------------------------------------------------------------ patches
@@ -289,20 +346,15 @@ class KafkaOffsetCommitFailure(Detector):
             current, source = current_value(config, key)
             value = as_int(current)
             if value is None or value < wanted:
-                patches.append(self.kafka_patch(
-                    key, str(wanted),
-                    "Back off between reconnect attempts instead of hammering an unavailable broker or "
-                    "coordinator in a tight loop while it moves.",
-                    current, source))
+                patches.append(self.kafka_patch(key, str(wanted), self.say("back off"), current, source))
         if cause == "idle-connection-reaped":
             current, source = current_value(config, "connections.max.idle.ms")
             proposed = _proposed_idle_ms(as_int(current), commit_gap_s, disconnect_period)
             if proposed is not None:
                 patches.append(self.kafka_patch(
                     "connections.max.idle.ms", str(proposed),
-                    "Close idle connections on the client before the network drops them silently, so each commit "
-                    "opens a fresh connection instead of failing on a dead one"
-                    + (f" (commits are {round(commit_gap_s)} s apart)" if commit_gap_s else "") + ".",
+                    self.say("close idle", apart=self.say("commits apart", gap=round(commit_gap_s))
+                             if commit_gap_s else ""),
                     current, source))
         if assignment.exceeds:
             partitions = len(assignment.partitions)
@@ -311,25 +363,15 @@ class KafkaOffsetCommitFailure(Detector):
             if partitions:
                 patches.append(self.code_patch(
                     "KafkaSource parallelism",
-                    f"env.fromSource(kafkaSource, watermarkStrategy, \"kafka-source\")\n"
-                    f"   .setParallelism({partitions});  // {topics}: {partitions} partition(s), was {readers} readers\n"
-                    f"// the KafkaSink that writes to it likewise: stream.sinkTo(kafkaSink).setParallelism({partitions});\n"
-                    f"// Flink SQL: SET 'parallelism.default' = '{partitions}'; (or per source with 'scan.parallelism' where the connector supports it)",
-                    f"Not a fix for the commit failures (idle readers commit nothing): "
-                    f"{readers - partitions if readers else 'the'} surplus reader(s) can never be assigned a "
-                    f"partition of {topics} and only hold slots. If the topic will get more partitions, use a "
-                    f"divisor of the partition count."))
+                    self.say("parallelism snippet", partitions=partitions, topics=topics, readers=readers),
+                    self.say("KafkaSource parallelism", surplus=readers - partitions if readers else "the",
+                             topics=topics)))
         if cause == "coordinator-unavailable":
             servers = (config.values.get("bootstrap.servers", "") if config else "").strip("[]").split(",")[0].strip()
             patches.append(self.ops_patch(
-                "check the brokers, do not restart the job",
-                "Commits resume by themselves once the coordinator is back; restarting the job changes nothing. If "
-                "the failures last, find out why the __consumer_offsets partition of the group has no leader "
-                "(broker down, rolling restart without controlled shutdown, under-replicated partitions).",
-                snippet=f"kafka-topics.sh --bootstrap-server {servers or '<bootstrap servers>'} --describe "
-                        f"--topic __consumer_offsets --under-replicated-partitions\n"
-                        f"kafka-consumer-groups.sh --bootstrap-server {servers or '<bootstrap servers>'} --describe "
-                        f"--group {(config.group_id if config and config.group_id else '<group.id>')}"))
+                "check the brokers, do not restart the job", self.say("check the brokers"),
+                snippet=self.say("broker commands", servers=servers or "<bootstrap servers>",
+                                 group=config.group_id if config and config.group_id else "<group.id>")))
         return patches
 
 

@@ -95,6 +95,61 @@ class OomDirectMemory(Detector):
                 "1.9 – 2.x", "NetworkBufferPool.<init> (\"(required (Mb): ...\" in 1.9 – 1.11, \"(required (MB): ...\" in 1.20)",
                 "java.lang.OutOfMemoryError: Could not allocate enough memory segments for NetworkBufferPool (required (Mb): 1024, allocated (Mb): 931, missing (Mb): 93). Cause: Direct buffer memory."),
     )
+    templates = {
+        "head": "{who} ran out of direct memory {count} time(s){after}{allocated}. Direct memory limit: {budget}. ",
+        "after": " after running {times}",
+        "allocated by": "; the buffers were allocated by {top}",
+        "pool head": "{who} could not start: its network buffer pool did not fit into the JVM's direct memory. "
+                     "Flink's limit would be {budget}. ",
+        "unknown budget": "unknown (no memory settings or start-up breakdown in the incident)",
+        "jobmanager budget": "the JobManager's off-heap memory, {off_heap} ({source})",
+        "taskmanager budget": "{direct} JVM direct memory = framework off-heap {framework} + task off-heap {task} + "
+                              "network {network} ({source})",
+        "jobmanager": "The JobManager's direct memory is bounded by jobmanager.memory.off-heap.size: its RPC and "
+                      "netty buffers, operator coordinators and user code run at submission share it.",
+        "network-memory-exceeds-max-direct": "The network buffer pool needs {required} MB but only {allocated} MB of "
+                                             "direct memory could be allocated: the JVM was started with a "
+                                             "-XX:MaxDirectMemorySize below Flink's own network memory{override}, so "
+                                             "the TaskManager cannot start.",
+        "override": " ({flag} in {key})",
+        "direct-memory-leak": "This is a leak: {leak}. A bigger budget only postpones the next OOM.",
+        "framework-off-heap-too-small": "The buffers belong to Flink's own network stack: framework off-heap memory "
+                                        "is too small for the number of connections.",
+        "user-code-direct-memory": "The job's code or one of its libraries allocates direct buffers{budget}",
+        "nothing budgeted": ", and taskmanager.memory.task.off-heap.size is 0: nothing is budgeted for them.",
+        "over budget": " beyond the task off-heap budget.",
+        "faster repeat": "the restarted attempt ran out after {after}, the one before after {before}, in the same "
+                         "TaskManager JVM: the memory of the failed attempt was never released",
+        "slow growth": "each attempt ran for {durations} before running out: usage grows slowly and is never given "
+                       "back",
+        "oom note": "the OOM{top}",
+        "exit on oom": "Leaked direct memory survives task restarts inside the same JVM: let the TaskManager exit on "
+                       "an OutOfMemoryError so a fresh process replaces it (Kubernetes/YARN start a new one; a "
+                       "standalone cluster needs a supervisor that restarts it).",
+        "find the leak": "Track native memory while the job runs and look for a growing 'Other' (direct buffers); in "
+                         "a heap dump, DirectByteBuffer objects still referenced from the job's classes are the "
+                         "leak. Buffers kept in fields or static collections, or clients that are never closed in "
+                         "close(), are the usual culprits.",
+        "first task off-heap": "a task off-heap budget of {amount} ({per_slot} per slot x {slots}, at least "
+                               "{minimum}) where there was none",
+        "twice the task off-heap": "twice the task off-heap budget ({before} → {after})",
+        "grow task off-heap": "Raise -XX:MaxDirectMemorySize with {how}; the other pools keep their size "
+                              "(model-checked).{stopgap}",
+        "stopgap": " A stopgap: it buys time between failures while the leak is fixed.",
+        "grow jobmanager off-heap": "Twice the JobManager's off-heap memory ({before} → {after}), which bounds its "
+                                    "direct memory; the other JobManager pools keep their size "
+                                    "(model-checked).{stopgap}",
+        "jobmanager stopgap": " A stopgap while the leak is fixed.",
+        "grow framework off-heap": "Twice the framework off-heap memory ({before} → {after}) for Flink's netty "
+                                   "buffers at this parallelism; the other pools keep their size (model-checked).",
+        "remove the override": "{flag} overrides the limit Flink computes (framework + task off-heap + network "
+                               "memory) and leaves the network buffer pool {missing} MB short; remove it and size "
+                               "direct memory with taskmanager.memory.* instead.",
+        "JVM direct memory limit": "The JVM was started with less direct memory than Flink's network memory "
+                                   "({required} MB): in a local/IDE run give the JVM -XX:MaxDirectMemorySize of at "
+                                   "least {at_least}m, or lower taskmanager.memory.network.max; never set "
+                                   "-XX:MaxDirectMemorySize by hand on a cluster.",
+    }
 
     def detect(self, incident: Incident) -> list[Finding]:
         found = oom.occurrences(incident, "direct")
@@ -117,34 +172,40 @@ class OomDirectMemory(Detector):
             cause = "user-code-direct-memory"
 
         mem = sizing.memory
-        budget = "unknown (no memory settings or start-up breakdown in the incident)"
+        budget = self.say("unknown budget")
         jobmanager = first.process == "jobmanager"
         if jobmanager:
             jm_mem, jm_source = oom.jobmanager_memory(incident)
             if jm_mem is not None and jm_mem.off_heap:
-                budget = f"the JobManager's off-heap memory, {oom.mib_text(jm_mem.off_heap)} ({jm_source})"
+                budget = self.say("jobmanager budget", off_heap=oom.mib_text(jm_mem.off_heap), source=jm_source)
         elif mem is not None:
-            budget = (f"{oom.mib_text(mem.direct)} JVM direct memory = framework off-heap "
-                      f"{oom.mib_text(mem.framework_off_heap)} + task off-heap {oom.mib_text(mem.task_off_heap)} + "
-                      f"network {oom.mib_text(mem.network)} ({sizing.source})")
+            budget = self.say("taskmanager budget", direct=oom.mib_text(mem.direct),
+                              framework=oom.mib_text(mem.framework_off_heap), task=oom.mib_text(mem.task_off_heap),
+                              network=oom.mib_text(mem.network), source=sizing.source)
         top = self._top(frames)
         times = ", ".join(oom.duration_text(u) for u in uptimes if u is not None)
         who = first.task or ("The JobManager" if first.process == "jobmanager" else "A TaskManager")
         if pool:
-            summary = (f"{who} could not start: its network buffer pool did not fit into the JVM's direct memory. "
-                       f"Flink's limit would be {budget}. ")
+            summary = self.say("pool head", who=who, budget=budget)
         else:
-            summary = (f"{who} ran out of direct memory {len(found)} time(s)"
-                       f"{f' after running {times}' if times else ''}"
-                       f"{f'; the buffers were allocated by {top}' if top else ''}. Direct memory limit: {budget}. ")
+            summary = self.say("head", who=who, count=len(found), budget=budget,
+                               after=self.say("after", times=times) if times else "",
+                               allocated=self.say("allocated by", top=top) if top else "")
         flag = self._max_direct_override(incident)
         if jobmanager and cause != "direct-memory-leak":
-            summary += ("The JobManager's direct memory is bounded by jobmanager.memory.off-heap.size: its RPC and "
-                        "netty buffers, operator coordinators and user code run at submission share it.")
+            summary += self.say("jobmanager")
+        elif cause == "network-memory-exceeds-max-direct":
+            summary += self.say(cause, required=pool["required"], allocated=pool["allocated"],
+                                override=self.say("override", flag=flag[1], key=flag[0]) if flag else "")
+        elif cause == "direct-memory-leak":
+            summary += self.say(cause, leak=leak)
+        elif cause == "framework-off-heap-too-small":
+            summary += self.say(cause)
         else:
-            summary += self._verdict(cause, leak, pool, mem, f" ({flag[1]} in {flag[0]})" if flag else "")
+            zero = mem is not None and mem.task_off_heap == 0
+            summary += self.say(cause, budget=self.say("nothing budgeted" if zero else "over budget"))
         patches = self._patches(incident, cause, sizing, pool, jobmanager=jobmanager)
-        notes = {0: f"the OOM{' (' + top + ')' if top else ''}"}
+        notes = {0: self.say("oom note", top=f" ({top})" if top else "")}
         evidence = [first.event]
         oom.repeats_as_evidence(found, uptimes, evidence, notes)
         return [self.finding(
@@ -188,30 +249,11 @@ class OomDirectMemory(Detector):
         """Why the repeats look like a leak, or None."""
         for (a, ua), (b, ub) in zip(zip(found, uptimes), zip(found[1:], uptimes[1:])):
             if ua and ub is not None and ua >= 1 and ub <= ua * LEAK_SPEEDUP and oom.same_process(incident, a, b):
-                return (f"the restarted attempt ran out after {oom.duration_text(ub)}, the one before after "
-                        f"{oom.duration_text(ua)}, in the same TaskManager JVM: the memory of the failed attempt was "
-                        f"never released")
+                return self.say("faster repeat", after=oom.duration_text(ub), before=oom.duration_text(ua))
         long_runs = [u for u in uptimes if u is not None and u >= LONG_RUN_S]
         if len(found) >= 2 and len(long_runs) == len([u for u in uptimes if u is not None]) and long_runs:
-            return (f"each attempt ran for {', '.join(oom.duration_text(u) for u in long_runs)} before running out: "
-                    f"usage grows slowly and is never given back")
+            return self.say("slow growth", durations=", ".join(oom.duration_text(u) for u in long_runs))
         return None
-
-    @staticmethod
-    def _verdict(cause: str, leak: str | None, pool, mem, override: str = "") -> str:
-        if cause == "network-memory-exceeds-max-direct":
-            return (f"The network buffer pool needs {pool['required']} MB but only {pool['allocated']} MB of direct "
-                    f"memory could be allocated: the JVM was started with a -XX:MaxDirectMemorySize below Flink's "
-                    f"own network memory{override}, so the TaskManager cannot start.")
-        if cause == "direct-memory-leak":
-            return f"This is a leak: {leak}. A bigger budget only postpones the next OOM."
-        if cause == "framework-off-heap-too-small":
-            return ("The buffers belong to Flink's own network stack: framework off-heap memory is too small for the "
-                    "number of connections.")
-        zero = mem is not None and mem.task_off_heap == 0
-        return ("The job's code or one of its libraries allocates direct buffers"
-                + (", and taskmanager.memory.task.off-heap.size is 0: nothing is budgeted for them." if zero else
-                   " beyond the task off-heap budget."))
 
     def _patches(self, incident: Incident, cause: str, sizing: oom.TaskManagerSizing, pool,
                  jobmanager: bool) -> list[Patch]:
@@ -227,16 +269,10 @@ class OomDirectMemory(Detector):
         if cause == "direct-memory-leak":
             current = incident.config.get_bool("taskmanager.jvm-exit-on-oom", False)
             if not current and not jobmanager:
-                patches.append(self.flink_patch(
-                    incident, "taskmanager.jvm-exit-on-oom", "true",
-                    "Leaked direct memory survives task restarts inside the same JVM: let the TaskManager exit on an "
-                    "OutOfMemoryError so a fresh process replaces it (Kubernetes/YARN start a new one; a standalone "
-                    "cluster needs a supervisor that restarts it)."))
+                patches.append(self.flink_patch(incident, "taskmanager.jvm-exit-on-oom", "true",
+                                                self.say("exit on oom")))
             patches.append(self.ops_patch(
-                "find the leak", "Track native memory while the job runs and look for a growing 'Other' (direct "
-                "buffers); in a heap dump, DirectByteBuffer objects still referenced from the job's classes are the "
-                "leak. Buffers kept in fields or static collections, or clients that are never closed in close(), "
-                "are the usual culprits.",
+                "find the leak", self.say("find the leak"),
                 "env.java.opts.taskmanager: \"-XX:NativeMemoryTracking=summary\"\n"
                 "jcmd <taskmanager-pid> VM.native_memory summary     # repeat and compare 'Other'\n"
                 "jcmd <taskmanager-pid> GC.heap_dump /tmp/tm.hprof    # who holds the DirectByteBuffers"))
@@ -248,19 +284,19 @@ class OomDirectMemory(Detector):
             return []
         if mem.task_off_heap == 0:
             amount = max(MIN_CONNECTOR_BUDGET, CONNECTOR_BUDGET_PER_SLOT * sizing.slots)
-            how = (f"a task off-heap budget of {oom.mib_text(amount)} ({oom.mib_text(CONNECTOR_BUDGET_PER_SLOT)} per "
-                   f"slot x {sizing.slots}, at least {oom.mib_text(MIN_CONNECTOR_BUDGET)}) where there was none")
+            how = self.say("first task off-heap", amount=oom.mib_text(amount),
+                           per_slot=oom.mib_text(CONNECTOR_BUDGET_PER_SLOT), slots=sizing.slots,
+                           minimum=oom.mib_text(MIN_CONNECTOR_BUDGET))
             grow: float | int = amount
         else:
-            how = f"twice the task off-heap budget ({oom.mib_text(mem.task_off_heap)} → " \
-                  f"{oom.mib_text(2 * mem.task_off_heap)})"
+            how = self.say("twice the task off-heap", before=oom.mib_text(mem.task_off_heap),
+                           after=oom.mib_text(2 * mem.task_off_heap))
             grow = 2.0
         try:
             changes = oom.changes_for(sizing, "direct", grow)
         except (ValueError, MemoryConfigError):
             return []
-        reason = (f"Raise -XX:MaxDirectMemorySize with {how}; the other pools keep their size (model-checked)."
-                  + (" A stopgap: it buys time between failures while the leak is fixed." if stopgap else ""))
+        reason = self.say("grow task off-heap", how=how, stopgap=self.say("stopgap") if stopgap else "")
         return [self.flink_patch(incident, key, value, reason) for key, value in changes.items()]
 
     def _grow_jobmanager_off_heap(self, incident: Incident, stopgap: bool) -> list[Patch]:
@@ -270,11 +306,11 @@ class OomDirectMemory(Detector):
             changes = oom.grow_jobmanager_pool(incident, "off_heap", 2.0)
         except (ValueError, MemoryConfigError):
             return []
-        current = oom.mib_text(mem.off_heap) if mem and mem.off_heap else "the current size"
-        reason = (f"Twice the JobManager's off-heap memory ({current} → "
-                  f"{oom.mib_text(2 * mem.off_heap) if mem and mem.off_heap else 'double'}), which bounds its direct "
-                  f"memory; the other JobManager pools keep their size (model-checked)."
-                  + (" A stopgap while the leak is fixed." if stopgap else ""))
+        known = bool(mem and mem.off_heap)
+        reason = self.say("grow jobmanager off-heap",
+                          before=oom.mib_text(mem.off_heap) if known else "the current size",
+                          after=oom.mib_text(2 * mem.off_heap) if known else "double",
+                          stopgap=self.say("jobmanager stopgap") if stopgap else "")
         return [self.flink_patch(incident, key, value, reason) for key, value in changes.items()]
 
     def _grow_framework(self, incident: Incident, sizing: oom.TaskManagerSizing) -> list[Patch]:
@@ -285,11 +321,9 @@ class OomDirectMemory(Detector):
             changes = oom.grow_framework_off_heap(sizing, mem.framework_off_heap)
         except (ValueError, MemoryConfigError):
             return []
-        return [self.flink_patch(
-            incident, key, value,
-            f"Twice the framework off-heap memory ({oom.mib_text(mem.framework_off_heap)} → "
-            f"{oom.mib_text(2 * mem.framework_off_heap)}) for Flink's netty buffers at this parallelism; the other "
-            f"pools keep their size (model-checked).") for key, value in changes.items()]
+        reason = self.say("grow framework off-heap", before=oom.mib_text(mem.framework_off_heap),
+                          after=oom.mib_text(2 * mem.framework_off_heap))
+        return [self.flink_patch(incident, key, value, reason) for key, value in changes.items()]
 
     @staticmethod
     def _max_direct_override(incident: Incident) -> tuple[str, str] | None:
@@ -306,13 +340,7 @@ class OomDirectMemory(Detector):
         if flag:
             key, text = flag
             rest = " ".join(MAX_DIRECT_FLAG.sub("", incident.config.get(key)).split())
-            return [self.flink_patch(
-                incident, key, rest or None,
-                f"{text} overrides the limit Flink computes (framework + task off-heap + network memory) and leaves "
-                f"the network buffer pool {pool['missing']} MB short; remove it and size direct memory with "
-                f"taskmanager.memory.* instead.")]
-        return [self.ops_patch(
-            "JVM direct memory limit",
-            f"The JVM was started with less direct memory than Flink's network memory ({pool['required']} MB): in a "
-            f"local/IDE run give the JVM -XX:MaxDirectMemorySize of at least {int(pool['required']) + 256}m, or "
-            f"lower taskmanager.memory.network.max; never set -XX:MaxDirectMemorySize by hand on a cluster.")]
+            return [self.flink_patch(incident, key, rest or None,
+                                     self.say("remove the override", flag=text, missing=pool["missing"]))]
+        return [self.ops_patch("JVM direct memory limit", self.say(
+            "JVM direct memory limit", required=pool["required"], at_least=int(pool["required"]) + 256))]

@@ -120,6 +120,58 @@ class UserCodeException(Detector):
                                 "and record?), when the job was last deployed, and the failing record's offset."),
     )
 
+    templates = {
+        "head": "The job's own code threw {fault}{where}{task}.",
+        "at": " at {frame}",
+        "in task": " in {task}",
+        "poison-record": "The same fault came back in all {count} attempts, each time after restoring a checkpoint "
+                         "(the job had completed {checkpoints} checkpoint(s) before the first one): one record the "
+                         "code cannot handle is replayed into it on every restart.",
+        "code-bug-since-deploy": "It failed {when} after the job started, on its first records and before any "
+                                 "checkpoint completed: the release itself fails, not one record.",
+        "earlier run": "An earlier run of the same job ({earlier}) ran without this fault and was stopped before "
+                       "this one started: the new release brought the bug.",
+        "transient-dependency": "The call to another service failed {count} time(s){different}{ran_again}: the "
+                                "service was slow or briefly unavailable, the job's code did not wait or retry.",
+        "different faults": " with different faults",
+        "ran again": ", and the job ran again after restarting",
+        "undetermined": "Whether the fault recurs at the same record, comes from a new release or from a service "
+                        "that was unavailable does not show in these logs.",
+        "job failed": "The job FAILED.",
+        "job recovered": "The job was running again after the restart.",
+        "job restarting": "The job was restarting.",
+        "job fate unknown": "What became of the job does not show here.",
+        "excerpt": "From an excerpt: the attempts before and after this one are unknown.",
+        "thrown at": "thrown by the job's code at {frame}",
+        "same again": "attempt {number}: the same fault",
+        "different fault": "attempt {number}: a different fault",
+        "dead letters": "Catch {exception} in {frame} and send the record to a side output: the job keeps running "
+                        "and the record is kept for a fix and a replay. Restarting cannot help: every restart "
+                        "replays the same record.",
+        "find the poison record": "The exception's message and the operator name the field; the source's offset at "
+                                  "the last completed checkpoint bounds where the record is. Skip it (a savepoint "
+                                  "after advancing the offset) only once the code handles such records.",
+        "poison grep": "grep -n -B2 -A12 'switched from RUNNING to FAILED' taskmanager*.log | grep -n '{word}'",
+        "roll back": "Resubmit the previous jar from the last savepoint or retained checkpoint while the bug is "
+                     "fixed; every restart of this release fails the same way.",
+        "fix snippet": "// {frame}\n"
+                       "// reproduce with the job's first input records in a test (MiniClusterWithClientResource) "
+                       "before redeploying",
+        "fix the failing code": "The fault is thrown at {frame} on the first records: fix it and test with real "
+                                "input.",
+        "retry": "The call at {frame} failed while the service was slow or down; retrying with backoff (and a "
+                 "dead-letter output after the last retry) rides out short outages without restarting the job.",
+        "exponential-delay": "The restart strategy in force is {strategy}; exponential-delay restarts without a "
+                             "lifetime budget and backs off while the service is down.",
+        "collect the JobManager log": "The JobManager log shows every attempt's first fault: the same frame and "
+                                      "message each time is a poison record, a fault from a freshly started job is "
+                                      "the release's bug, timeouts that change are a dependency.",
+        "look for the record": "If the fault's message names a value, look for that record at the source's offset of "
+                               "the last completed checkpoint.",
+        "alert on restarts": "Flink restarts silently; an alert on the restart counter shows a failing job before "
+                             "the restart strategy gives up.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         faults = [uf for uf in user_faults(incident) if not _claimed_elsewhere(uf)]
         if not faults:
@@ -168,42 +220,36 @@ class UserCodeException(Detector):
             details["unknown"] = ("whether the job restarted and failed again at the same place (an excerpt, no job "
                                   "state changes)")
         evidence = [uf.event for uf in faults[:4]]
-        notes = {0: f"thrown by the job's code at {first.top_frame or 'an unknown frame'}"}
+        notes = {0: self.say("thrown at", frame=first.top_frame or "an unknown frame")}
         for i in range(1, len(evidence)):
-            notes[i] = f"attempt {i + 1}: {'the same fault' if faults[i].shape == first.shape else 'a different fault'}"
+            notes[i] = self.say("same again" if faults[i].shape == first.shape else "different fault", number=i + 1)
         severity = "warning" if outcome == "recovered" and len(faults) == 1 else "failure"
         return [self.finding(cause, summary, evidence, confidence=confidence, notes=notes, details=details,
                              patches=self._patches(incident, cause, first), severity=severity)]
 
     def _summary(self, cause: str, first: UserFault, faults: list[UserFault], run, outcome: str,
                  is_excerpt: bool) -> str:
-        where = f" at {first.top_frame}" if first.top_frame else ""
-        task = f" in {first.fault.task}" if first.fault.task else ""
-        parts = [f"The job's own code threw {first.fault.text[:240].rstrip('.')}{where}{task}."]
+        parts = [self.say("head", fault=first.fault.text[:240].rstrip("."),
+                          where=self.say("at", frame=first.top_frame) if first.top_frame else "",
+                          task=self.say("in task", task=first.fault.task) if first.fault.task else "")]
         if cause == "poison-record":
-            parts.append(f"The same fault came back in all {len(faults)} attempts, each time after restoring a "
-                         f"checkpoint (the job had completed {run.checkpoints_before} checkpoint(s) before the first "
-                         f"one): one record the code cannot handle is replayed into it on every restart.")
+            parts.append(self.say(cause, count=len(faults), checkpoints=run.checkpoints_before))
         elif cause == "code-bug-since-deploy":
             when = f"{run.seconds_to_first_fault:.0f} s" if run.seconds_to_first_fault is not None else "moments"
-            parts.append(f"It failed {when} after the job started, on its first records and before any checkpoint "
-                         f"completed: the release itself fails, not one record.")
+            parts.append(self.say(cause, when=when))
             if run.earlier_run:
-                parts.append(f"An earlier run of the same job ({run.earlier_run}) ran without this fault and was "
-                             f"stopped before this one started: the new release brought the bug.")
+                parts.append(self.say("earlier run", earlier=run.earlier_run))
         elif cause == "transient-dependency":
-            parts.append(f"The call to another service failed {len(faults)} time(s)"
-                         + (" with different faults" if len({uf.fault.text for uf in faults}) > 1 else "")
-                         + (", and the job ran again after restarting" if any(uf.recovered for uf in faults) else "")
-                         + ": the service was slow or briefly unavailable, the job's code did not wait or retry.")
+            parts.append(self.say(
+                cause, count=len(faults),
+                different=self.say("different faults") if len({uf.fault.text for uf in faults}) > 1 else "",
+                ran_again=self.say("ran again") if any(uf.recovered for uf in faults) else ""))
         else:
-            parts.append("Whether the fault recurs at the same record, comes from a new release or from a "
-                         "service that was unavailable does not show in these logs.")
-        parts.append({"failed": "The job FAILED.", "recovered": "The job was running again after the restart.",
-                      "restarting": "The job was restarting.",
-                      "unknown": "What became of the job does not show here."}[outcome])
+            parts.append(self.say(cause))
+        parts.append(self.say({"failed": "job failed", "recovered": "job recovered", "restarting": "job restarting",
+                               "unknown": "job fate unknown"}[outcome]))
         if is_excerpt:
-            parts.append("From an excerpt: the attempts before and after this one are unknown.")
+            parts.append(self.say("excerpt"))
         return " ".join(parts)
 
     def _patches(self, incident: Incident, cause: str, first: UserFault):
@@ -212,52 +258,35 @@ class UserCodeException(Detector):
         if cause == "poison-record":
             out.append(self.code_patch(
                 "route bad records to a dead-letter side output", DEAD_LETTER_SNIPPET,
-                f"Catch {first.fault.deepest.cls if first.fault.deepest else 'the exception'} in {frame} and send the "
-                "record to a side output: the job keeps running and the record is kept for a fix and a replay. "
-                "Restarting cannot help: every restart replays the same record."))
+                self.say("dead letters", exception=first.fault.deepest.cls if first.fault.deepest else "the exception",
+                         frame=frame)))
             out.append(self.ops_patch(
-                "find the poison record",
-                "The exception's message and the operator name the field; the source's offset at the last completed "
-                "checkpoint bounds where the record is. Skip it (a savepoint after advancing the offset) only once "
-                "the code handles such records.",
-                snippet=f"grep -n -B2 -A12 'switched from RUNNING to FAILED' taskmanager*.log | grep -n '{_grep_word(first)}'"))
+                "find the poison record", self.say("find the poison record"),
+                snippet=self.say("poison grep", word=_grep_word(first))))
         elif cause == "code-bug-since-deploy":
             out.append(self.ops_patch(
-                "roll back to the previous release",
-                "Resubmit the previous jar from the last savepoint or retained checkpoint while the bug is fixed; "
-                "every restart of this release fails the same way.",
+                "roll back to the previous release", self.say("roll back"),
                 snippet="flink run -s <savepoint or retained checkpoint> <previous-release.jar> <your usual arguments>"))
             out.append(self.code_patch(
-                "fix the failing code", f"// {frame}\n// reproduce with the job's first input records in a test "
-                "(MiniClusterWithClientResource) before redeploying",
-                f"The fault is thrown at {frame} on the first records: fix it and test with real input."))
+                "fix the failing code", self.say("fix snippet", frame=frame),
+                self.say("fix the failing code", frame=frame)))
         elif cause == "transient-dependency":
             out.append(self.code_patch(
-                "retry the external call with a timeout", RETRY_SNIPPET,
-                f"The call at {frame} failed while the service was slow or down; retrying with backoff (and a "
-                "dead-letter output after the last retry) rides out short outages without restarting the job."))
+                "retry the external call with a timeout", RETRY_SNIPPET, self.say("retry", frame=frame)))
             strategy = cluster.restart_strategy(incident)
             if strategy.kind in ("fixed-delay", "failure-rate", "none") and not strategy.set_in_code:
                 out.append(self.flink_patch(
                     incident, "restart-strategy.type", "exponential-delay",
-                    f"The restart strategy in force is {strategy.describe()}; exponential-delay restarts without a "
-                    "lifetime budget and backs off while the service is down."))
+                    self.say("exponential-delay", strategy=strategy.describe())))
         else:
             out.append(self.ops_patch(
-                "collect the JobManager log",
-                "The JobManager log shows every attempt's first fault: the same frame and message each time is a "
-                "poison record, a fault from a freshly started job is the release's bug, timeouts that change are a "
-                "dependency.",
+                "collect the JobManager log", self.say("collect the JobManager log"),
                 snippet="grep -n -A8 -E 'switched from (state )?RUNNING to (FAILED|FAILING|RESTARTING)' jobmanager.log"))
             out.append(self.ops_patch(
-                "find the poison record",
-                "If the fault's message names a value, look for that record at the source's offset of the last "
-                "completed checkpoint."))
+                "find the poison record", self.say("look for the record")))
         if cause != "undetermined":
             out.append(self.ops_patch(
-                "alert on restarts",
-                "Flink restarts silently; an alert on the restart counter shows a failing job before the restart "
-                "strategy gives up.", snippet=ALERT_SNIPPET))
+                "alert on restarts", self.say("alert on restarts"), snippet=ALERT_SNIPPET))
         return out
 
 
