@@ -73,7 +73,9 @@ class RestartStrategyExhausted(Detector):
                            "flink:restart-strategy.exponential-delay.max-backoff",
                            "flink:restart-strategy.exponential-delay.reset-backoff-threshold",
                            "flink:restart-strategy.fixed-delay.attempts", "flink:restart-strategy.fixed-delay.delay",
-                           "flink:restart-strategy.type", "ops:resubmit the job", "flink:execution.checkpointing.prefer-checkpoint-for-recovery")),
+                           "flink:restart-strategy.type", "ops:resubmit the job",
+                           "flink:execution.checkpointing.prefer-checkpoint-for-recovery",
+                           "flink:execution.checkpointing.externalized-checkpoint-retention")),
     )
 
     wordings = (
