@@ -101,6 +101,75 @@ class CheckpointExpired(Detector):
                 "org.apache.flink.runtime.checkpoint.CheckpointException: Checkpoint expired before completing."),
     )
 
+    templates = {
+        "head": "{count} checkpoint(s){ids} expired after the {timeout} timeout; {completed} completed. ",
+        "ids": " ({ids})",
+        "why": "Why: {cause} Evidence: {why}.",
+        "failed over": " Consecutive expirations exceeded tolerable-failed-checkpoints ({tolerable}) and the job "
+                       "failed over {failovers} time(s).",
+        "tolerated": " The job kept running: tolerable-failed-checkpoints={tolerable} let the expirations pass; it "
+                     "fails over once more of them in a row exceed it.",
+        "counts against": " No failover shows in these logs, but each expiration counts against "
+                          "tolerable-failed-checkpoints ({tolerable}): unless the job's code raises it, the job fails "
+                          "over; whether it kept running is unknown.",
+        "tolerable unset": "unset, so 0",
+        # what the verdict rests on ("Evidence: ..." in the summary, "why" in the details)
+        "stopped heartbeats": "TaskManager {tms} stopped answering heartbeats while a checkpoint was pending",
+        "one late taskmanager": "all {late} late acknowledgement(s) of the expired checkpoint came from TaskManager "
+                                "{tm}, one of {tms}, while the other TaskManagers had acknowledged in time",
+        "size grew": "checkpoint size grew {growth:g}x to {size}",
+        "large state": "checkpoints of up to {size} take up to {duration}",
+        "durations grew": "checkpoint durations grew {growth:g}x while the size stayed flat, with aligned checkpoints",
+        "near timeout": "completed checkpoints already need {p90} (p90) of the {timeout} timeout",
+        "unaligned expire": "checkpoints expire although barriers overtake buffers (unaligned checkpoints)",
+        "aligned wait": "completed checkpoints take {median} (median) but others never finish: with aligned "
+                        "checkpoints the barriers wait behind backpressured buffers",
+        "none completed": "no checkpoint completed within {timeout}, with aligned checkpoints",
+        # evidence notes
+        "expired note": "checkpoint {id} expired ({count} expiration(s) in these logs)",
+        "bare note": "a checkpoint expired ({count} such record(s); the excerpt names no checkpoint id)",
+        "completed note": "checkpoint {id}: {done}",
+        "last completed note": "last completed checkpoint before the expiry, {id}: {done}",
+        "done": "{size}in {duration}",
+        "stall note": "TaskManager {tm} stalled while the checkpoint was pending",
+        "late note": "task {task} acknowledged checkpoint {id} only after it had expired",
+        "failover note": "the expirations exhausted the tolerable-failure threshold: the job failed over",
+        "latest note": "latest expiration: checkpoint {id}",
+        # patches
+        "timeout from durations": "Completed checkpoints took up to {longest} (p90 {p90}) and the expired ones more "
+                                  "than {timeout}: leave headroom above both.",
+        "default timeout": "No checkpoint completed, so there is no duration to size the timeout from; go back to "
+                           "Flink's default while the cause below is fixed.",
+        "longer timeout": "No checkpoint completed even with the default timeout: give them longer while the cause is "
+                          "fixed.",
+        "bridges backpressure": " A longer timeout only bridges the backpressure; unaligned checkpoints remove the "
+                                "wait.",
+        "enable unaligned": "Barriers overtake the buffered records instead of waiting for them, so checkpoint time "
+                            "no longer grows with backpressure (requires max-concurrent-checkpoints 1; in-flight data "
+                            "is stored with the checkpoint).",
+        "aligned timeout": "Start aligned and switch to unaligned only when alignment takes longer than 30 s, which "
+                           "keeps checkpoints small while the pipeline is healthy.",
+        "debloat": "Buffer debloating keeps only about 1 s of in-flight data per channel, so barriers (and unaligned "
+                   "checkpoint state) have less to get through.",
+        "upgrade for unaligned": "Unaligned checkpoints exist since Flink 1.11; on this version reduce the "
+                                 "backpressure instead.",
+        "find the backpressured operator": "Checkpoint time under backpressure is set by the slowest operator: find "
+                                           "it (Web UI BackPressure tab, busy time 100 %) and scale it out or fix "
+                                           "what it waits on.",
+        "incremental": "With RocksDB upload only the files that changed since the last checkpoint instead of the full "
+                       "state every time.",
+        "storage throughput": "Check the per-subtask async duration and checkpointed size in the Checkpoint History "
+                              "tab; a slow or throttled store (S3 SlowDown, HDFS pipeline) or one large subtask (key "
+                              "skew) shows there.",
+        "stalled taskmanager": "Find why the TaskManager stopped responding while the checkpoint was pending: GC "
+                               "pauses (enable GC logs), CPU starvation, a blocked task thread (thread dump), or the "
+                               "container being killed.",
+        "min pause": "Checkpoints that take about as long as the interval run back to back; a pause guarantees the "
+                     "job progress between them.",
+        "tolerable": "Let an isolated expiration pass instead of failing the job over (consecutive ones still fail "
+                     "it).",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         history = checkpoint_history(incident)
         expired = [a for a in history if a.outcome == "expired"]
@@ -119,7 +188,7 @@ class CheckpointExpired(Detector):
                       if not m["reason"] or "expired" in m["reason"]]
         failed_over = bool(thresholds) and _expired_before(expired, bare, thresholds[0])
 
-        cause, why = self._classify(stats, timeout_ms, expired, stalls, laggard, unaligned)
+        cause, why = self._cause(stats, timeout_ms, expired, stalls, laggard, unaligned)
         evidence, notes = self._evidence(expired, bare, stats, history, late, stalls, thresholds if failed_over else [])
         details = {
             "expired_checkpoints": [a.checkpoint_id for a in expired] or "ids not in the excerpt",
@@ -167,38 +236,32 @@ class CheckpointExpired(Detector):
             return int(statistics.median(spans)), "observed from trigger to expiry"
         return DEFAULT_TIMEOUT_MS, "Flink's default"
 
-    @staticmethod
-    def _classify(stats: CompletedStats, timeout_ms: int, expired: list[CheckpointAttempt], stalls, laggard,
-                  unaligned: bool | None) -> tuple[str, str]:
+    def _cause(self, stats: CompletedStats, timeout_ms: int, expired: list[CheckpointAttempt], stalls, laggard,
+               unaligned: bool | None) -> tuple[str, str]:
         if stalls:
             tms = ", ".join(sorted({m["tm"] or m["tm2"] for _, m in stalls}))
-            return "tm-stall", f"TaskManager {tms} stopped answering heartbeats while a checkpoint was pending"
+            return "tm-stall", self.say("stopped heartbeats", tms=tms)
         if laggard:
             tm, n_late, n_tms = laggard
-            return "tm-stall", (f"all {n_late} late acknowledgement(s) of the expired checkpoint came from TaskManager "
-                                f"{tm}, one of {n_tms}, while the other TaskManagers had acknowledged in time")
+            return "tm-stall", self.say("one late taskmanager", late=n_late, tm=tm, tms=n_tms)
         size_growth = stats.size_growth or 0
         biggest = max(stats.sizes_bytes) if stats.sizes_bytes else 0
         if (size_growth >= GROWING and (stats.duration_growth or 0) >= 1.5) or \
                 (biggest >= LARGE_STATE and (stats.max_ms or 0) >= NEAR_TIMEOUT * timeout_ms):
-            return "slow-state-upload", (f"checkpoint size grew {size_growth:g}x to {human_size(stats.sizes_bytes[-1])}"
-                                         if size_growth >= GROWING else
-                                         f"checkpoints of up to {human_size(biggest)} take up to "
-                                         f"{human_duration(stats.max_ms)}")
+            return "slow-state-upload", (
+                self.say("size grew", growth=size_growth, size=human_size(stats.sizes_bytes[-1]))
+                if size_growth >= GROWING else
+                self.say("large state", size=human_size(biggest), duration=human_duration(stats.max_ms)))
         if stats.durations_ms and (stats.duration_growth or 0) >= GROWING and size_growth < 1.5 and not unaligned:
-            return "backpressure-alignment", (f"checkpoint durations grew {stats.duration_growth:g}x while the size "
-                                              f"stayed flat, with aligned checkpoints")
+            return "backpressure-alignment", self.say("durations grew", growth=stats.duration_growth)
         if stats.durations_ms and (stats.p90_ms or 0) >= NEAR_TIMEOUT * timeout_ms:
-            return "timeout-too-short", (f"completed checkpoints already need {human_duration(stats.p90_ms)} (p90) of "
-                                         f"the {format_duration(timeout_ms)} timeout")
+            return "timeout-too-short", self.say("near timeout", p90=human_duration(stats.p90_ms),
+                                                 timeout=format_duration(timeout_ms))
         if unaligned:
-            return "slow-state-upload", "checkpoints expire although barriers overtake buffers (unaligned checkpoints)"
+            return "slow-state-upload", self.say("unaligned expire")
         if stats.durations_ms:
-            return "backpressure-alignment", (f"completed checkpoints take {human_duration(stats.median_ms)} "
-                                              f"(median) but others never finish: with aligned checkpoints the "
-                                              f"barriers wait behind backpressured buffers")
-        return "backpressure-alignment", (f"no checkpoint completed within {format_duration(timeout_ms)}, with "
-                                          f"aligned checkpoints")
+            return "backpressure-alignment", self.say("aligned wait", median=human_duration(stats.median_ms))
+        return "backpressure-alignment", self.say("none completed", timeout=format_duration(timeout_ms))
 
     # -- presentation
 
@@ -207,42 +270,44 @@ class CheckpointExpired(Detector):
 
         if expired:
             first = expired[0]
-            add(_expiry_event(first), f"checkpoint {first.checkpoint_id} expired "
-                                      f"({len(expired)} expiration(s) in these logs)")
+            add(_expiry_event(first), self.say("expired note", id=first.checkpoint_id, count=len(expired)))
         else:
-            add(bare[0], f"a checkpoint expired ({len(bare)} such record(s); the excerpt names no checkpoint id)")
+            add(bare[0], self.say("bare note", count=len(bare)))
         first_ts = (expired[0].finished if expired else bare[0].ts) or "~"
         done = [a for a in history if a.outcome == "completed" and a.events and (a.finished or "") <= first_ts]
         if done and (stats.size_growth or 0) >= GROWING:
-            add(done[0].events[-1], f"checkpoint {done[0].checkpoint_id}: {_done_text(done[0])}")
+            add(done[0].events[-1], self.say("completed note", id=done[0].checkpoint_id,
+                                             done=self._done_text(done[0])))
         if done:
-            add(done[-1].events[-1], f"last completed checkpoint before the expiry, {done[-1].checkpoint_id}: "
-                                     f"{_done_text(done[-1])}")
+            add(done[-1].events[-1], self.say("last completed note", id=done[-1].checkpoint_id,
+                                              done=self._done_text(done[-1])))
         for ev, m in stalls[:1]:
-            add(ev, f"TaskManager {m['tm'] or m['tm2']} stalled while the checkpoint was pending")
+            add(ev, self.say("stall note", tm=m['tm'] or m['tm2']))
         for ev, m in late[:1]:
-            add(ev, f"task {m['task']} acknowledged checkpoint {m['id']} only after it had expired")
+            add(ev, self.say("late note", task=m['task'], id=m['id']))
         if thresholds:
-            add(thresholds[0], "the expirations exhausted the tolerable-failure threshold: the job failed over")
+            add(thresholds[0], self.say("failover note"))
         if len(expired) > 1:
-            add(_expiry_event(expired[-1]), f"latest expiration: checkpoint {expired[-1].checkpoint_id}")
+            add(_expiry_event(expired[-1]), self.say("latest note", id=expired[-1].checkpoint_id))
         return evs, notes
+
+    def _done_text(self, att: CheckpointAttempt) -> str:
+        size = f"{human_size(att.size_bytes)} " if att.size_bytes is not None else ""
+        if att.duration_ms is not None:
+            return self.say("done", size=size, duration=human_duration(att.duration_ms))
+        return size.strip() or "completed"
 
     def _summary(self, cause, why, expired, bare, stats, timeout_ms, failed_over, thresholds, incident) -> str:
         n = len(expired) or len(bare)
         ids = _id_ranges([a.checkpoint_id for a in expired])
-        head = (f"{n} checkpoint(s){' (' + ids + ')' if ids else ''} expired after the "
-                f"{format_duration(timeout_ms)} timeout; {stats.count} completed. ")
+        head = self.say("head", count=n, ids=self.say("ids", ids=ids) if ids else "",
+                        timeout=format_duration(timeout_ms), completed=stats.count)
         tolerable = incident.config.get(TOLERABLE_KEY)
-        tail = (f" Consecutive expirations exceeded tolerable-failed-checkpoints "
-                f"({tolerable if tolerable is not None else 'unset, so 0'}) and the job failed over "
-                f"{failovers(thresholds)} time(s)." if failed_over else
-                (" The job kept running: tolerable-failed-checkpoints=" + tolerable + " let the expirations pass; it "
-                 "fails over once more of them in a row exceed it." if tolerable not in (None, "0") and stats.count
-                 else " No failover shows in these logs, but each expiration counts against "
-                      f"tolerable-failed-checkpoints ({tolerable if tolerable is not None else 'unset, so 0'}): "
-                      "unless the job's code raises it, the job fails over; whether it kept running is unknown."))
-        return head + f"Why: {self.cause(cause).summary} Evidence: {why}." + tail
+        shown = tolerable if tolerable is not None else self.say("tolerable unset")
+        tail = (self.say("failed over", tolerable=shown, failovers=failovers(thresholds)) if failed_over else
+                self.say("tolerated", tolerable=tolerable) if tolerable not in (None, "0") and stats.count
+                else self.say("counts against", tolerable=shown))
+        return head + self.say("why", cause=self.cause(cause).summary, why=why) + tail
 
     # -- patches
 
@@ -254,64 +319,47 @@ class CheckpointExpired(Detector):
         if stats.durations_ms:
             # Expired attempts needed more than the timeout, so completed ones understate the need.
             proposed = ceil_duration_ms(max(3 * stats.max_ms, 2 * timeout_ms))
-            reason = (f"Completed checkpoints took up to {human_duration(stats.max_ms)} (p90 "
-                      f"{human_duration(stats.p90_ms)}) and the expired ones more than "
-                      f"{format_duration(timeout_ms)}: leave headroom above both.")
+            reason = self.say("timeout from durations", longest=human_duration(stats.max_ms),
+                              p90=human_duration(stats.p90_ms), timeout=format_duration(timeout_ms))
         elif timeout_ms < DEFAULT_TIMEOUT_MS:
             proposed = DEFAULT_TIMEOUT_MS
-            reason = ("No checkpoint completed, so there is no duration to size the timeout from; go back to Flink's "
-                      "default while the cause below is fixed.")
+            reason = self.say("default timeout")
         else:
             proposed = ceil_duration_ms(2 * timeout_ms)
-            reason = "No checkpoint completed even with the default timeout: give them longer while the cause is fixed."
+            reason = self.say("longer timeout")
         if cause == "backpressure-alignment":
-            reason += " A longer timeout only bridges the backpressure; unaligned checkpoints remove the wait."
+            reason += self.say("bridges backpressure")
         patches.append(self.flink_patch(incident, TIMEOUT_KEY, format_duration(proposed), reason))
 
         if cause == "backpressure-alignment":
             if version is None or version >= (1, 11):
                 if not unaligned:
                     patches.append(self.flink_patch(
-                        incident, "execution.checkpointing.unaligned.enabled", "true",
-                        "Barriers overtake the buffered records instead of waiting for them, so checkpoint time no "
-                        "longer grows with backpressure (requires max-concurrent-checkpoints 1; in-flight data is "
-                        "stored with the checkpoint)."))
+                        incident, "execution.checkpointing.unaligned.enabled", "true", self.say("enable unaligned")))
                 if version is None or version >= (1, 14):
                     patches.append(self.flink_patch(
                         incident, "execution.checkpointing.aligned-checkpoint-timeout", "30 s",
-                        "Start aligned and switch to unaligned only when alignment takes longer than 30 s, which "
-                        "keeps checkpoints small while the pipeline is healthy."))
+                        self.say("aligned timeout")))
                     if not cfg.get_bool("taskmanager.network.memory.buffer-debloat.enabled"):
                         patches.append(self.flink_patch(
                             incident, "taskmanager.network.memory.buffer-debloat.enabled", "true",
-                            "Buffer debloating keeps only about 1 s of in-flight data per channel, so barriers "
-                            "(and unaligned checkpoint state) have less to get through."))
+                            self.say("debloat")))
             else:
-                patches.append(self.ops_patch(
-                    "upgrade for unaligned checkpoints",
-                    "Unaligned checkpoints exist since Flink 1.11; on this version reduce the backpressure instead."))
+                patches.append(self.ops_patch("upgrade for unaligned checkpoints", self.say("upgrade for unaligned")))
             patches.append(self.ops_patch(
-                "find the backpressured operator",
-                "Checkpoint time under backpressure is set by the slowest operator: find it (Web UI BackPressure tab, "
-                "busy time 100 %) and scale it out or fix what it waits on.",
+                "find the backpressured operator", self.say("find the backpressured operator"),
                 snippet="curl -s http://<jobmanager>:8081/jobs/<job-id>/vertices/<vertex-id>/backpressure"))
         if cause == "slow-state-upload":
             backend = (cfg.get("state.backend.type") or "").lower()
             if "rocksdb" in backend and not cfg.get_bool("execution.checkpointing.incremental"):
                 patches.append(self.flink_patch(
-                    incident, "execution.checkpointing.incremental", "true",
-                    "With RocksDB upload only the files that changed since the last checkpoint instead of the full "
-                    "state every time."))
+                    incident, "execution.checkpointing.incremental", "true", self.say("incremental")))
             patches.append(self.ops_patch(
-                "checkpoint storage throughput",
-                "Check the per-subtask async duration and checkpointed size in the Checkpoint History tab; a slow or "
-                "throttled store (S3 SlowDown, HDFS pipeline) or one large subtask (key skew) shows there.",
+                "checkpoint storage throughput", self.say("storage throughput"),
                 snippet="curl -s http://<jobmanager>:8081/jobs/<job-id>/checkpoints/details/<checkpoint-id>"))
         if cause == "tm-stall":
             patches.append(self.ops_patch(
-                "stalled TaskManager",
-                "Find why the TaskManager stopped responding while the checkpoint was pending: GC pauses (enable GC "
-                "logs), CPU starvation, a blocked task thread (thread dump), or the container being killed.",
+                "stalled TaskManager", self.say("stalled taskmanager"),
                 snippet="curl -s http://<jobmanager>:8081/taskmanagers/<tm-id>/thread-dump"))
         interval = cfg.get_duration_ms("execution.checkpointing.interval")
         min_pause = cfg.get_duration_ms("execution.checkpointing.min-pause") or 0
@@ -319,20 +367,11 @@ class CheckpointExpired(Detector):
             wanted = ceil_duration_ms(max(interval // 4, (stats.median_ms or 0) // 2))
             if wanted > min_pause:
                 patches.append(self.flink_patch(
-                    incident, "execution.checkpointing.min-pause", format_duration(wanted),
-                    "Checkpoints that take about as long as the interval run back to back; a pause guarantees the "
-                    "job progress between them."))
+                    incident, "execution.checkpointing.min-pause", format_duration(wanted), self.say("min pause")))
         tolerable = cfg.get_int(TOLERABLE_KEY) or 0
         if failed_over and tolerable < TOLERABLE:
-            patches.append(self.flink_patch(
-                incident, TOLERABLE_KEY, str(TOLERABLE),
-                "Let an isolated expiration pass instead of failing the job over (consecutive ones still fail it)."))
+            patches.append(self.flink_patch(incident, TOLERABLE_KEY, str(TOLERABLE), self.say("tolerable")))
         return patches
-
-
-def _done_text(att: CheckpointAttempt) -> str:
-    size = f"{human_size(att.size_bytes)} " if att.size_bytes is not None else ""
-    return f"{size}in {human_duration(att.duration_ms)}" if att.duration_ms is not None else (size.strip() or "completed")
 
 
 def _main_job(expired: list[CheckpointAttempt]) -> str | None:

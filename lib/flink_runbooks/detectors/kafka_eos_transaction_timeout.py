@@ -28,10 +28,6 @@ from flink_runbooks.vocabulary.units import format_duration
 from flink_runbooks.vocabulary.lifecycle import JOB_STATE
 
 SLUG = "kafka-eos-transaction-timeout"
-# A restored transaction's commit fails when the restore came after the transaction had timed out; the margin
-# covers the time between the checkpoint's completion and the transaction's start.
-DATA_LOSS = ("Records of the transactions the broker aborted are lost for read_committed consumers: the source "
-             "offsets in the restored checkpoint are past them, so they are not written again.")
 BROKER_MAX = "ops:raise transaction.max.timeout.ms on the brokers"
 LOST_DATA = "ops:find and replay the lost records"
 
@@ -139,6 +135,81 @@ class KafkaEosTransactionTimeout(Detector):
                                 "the sink's transactional ids."),
     )
 
+    templates = {
+        "timeout-above-broker-max": "The brokers refused the sink's transaction timeout ({timeout}): it is larger "
+                                    "than their transaction.max.timeout.ms (15 min unless the brokers set it), so "
+                                    "InitProducerId fails and the sink cannot start a single transaction. "
+                                    "{legacy_default}Either lower the producer's transaction.timeout.ms to at most "
+                                    "the brokers' maximum, or raise the brokers' maximum; the timeout must still "
+                                    "cover the checkpoint interval plus the longest downtime after which the job "
+                                    "should restore without losing data.",
+        "legacy default": "FlinkKafkaProducer asks for 1 h when the job does not set transaction.timeout.ms. ",
+        "interval above max": " The checkpoint interval ({interval}) is not shorter than 15 min: a 15 min timeout "
+                              "would expire transactions before their checkpoint; raise the brokers' maximum.",
+        "at most broker max": "At most the brokers' transaction.max.timeout.ms (900000 ms by default). It bounds how "
+                              "long the job may be down before a restore loses data: if outages can last longer, "
+                              "raise the brokers' maximum instead.",
+        "raise broker max": "The alternative that keeps a long timeout (a long restore window): set "
+                            "transaction.max.timeout.ms on every broker at least as high as the sink's "
+                            "transaction.timeout.ms, then restart the brokers one by one.",
+        "refused note": "the broker refuses the producer's transaction timeout",
+        # A restored transaction's commit fails when the restore came after the transaction had timed out; the margin
+        # covers the time between the checkpoint's completion and the transaction's start.
+        "transaction-timeout-too-short": "{why}{summary} {data_loss}",
+        "restored too late": "The job restored transactions that had been open for {open}, longer than "
+                             "transaction.timeout.ms ({timeout}): the broker had already aborted them, and their "
+                             "commit at restore failed. ",
+        "shorter than interval": "transaction.timeout.ms ({timeout}) is shorter than the checkpoint interval "
+                                 "({interval}): every transaction stays open at least one interval, so the broker "
+                                 "aborts them before Flink commits. ",
+        "data loss": "Records of the transactions the broker aborted are lost for read_committed consumers: the "
+                     "source offsets in the restored checkpoint are past them, so they are not written again.",
+        "cover downtime": "Longer than the checkpoint interval plus the checkpoint's duration plus the longest "
+                          "downtime the job should survive without data loss. Above the brokers' "
+                          "transaction.max.timeout.ms (15 min by default) the brokers' maximum must be raised first.",
+        "broker max for": "A {timeout} transaction timeout needs a broker maximum at least that high.",
+        "checkpoint more often": "Or checkpoint more often than the transaction timeout allows: transactions are "
+                                 "committed on every completed checkpoint.",
+        "replay the window": "{data_loss} Compare the sink topic with the source for the window between the restored "
+                             "checkpoint and the restore, and replay that window (from the source offsets or a "
+                             "savepoint taken before the outage).",
+        "aborted note": "a restored transaction the broker had aborted",
+        "fenced note": "the producer was fenced",
+        "restored note": "the job restored checkpoint {checkpoint}, {downtime} after it completed",
+        "broker-expired-transaction": "{why}{summary} {data_loss}",
+        "pid mapping": "The transaction coordinator no longer mapped the sink's transactional id to its producer id "
+                       "(InvalidPidMappingException): the broker expired the transactional id after it sat unused "
+                       "(transactional.id.expiration.ms, 7 days by default), or aborted it on timeout. ",
+        "checkpoints too far apart": "Completed checkpoints were up to {gap} apart, longer than "
+                                     "transaction.timeout.ms ({timeout}): the broker aborted the transaction of a "
+                                     "checkpoint that took too long, and the producer was fenced. ",
+        "cover the gap": "Longer than the longest time between two completed checkpoints, so a slow checkpoint does "
+                         "not let the broker abort its transaction.",
+        "broker max needed": "Needed for a {timeout} producer timeout.",
+        "raise id expiration": "Sink subtasks that receive no records for days keep their transactional id idle; the "
+                               "broker forgets it after transactional.id.expiration.ms. Raise it above the longest "
+                               "idle period (or restart the job from a checkpoint, which re-initialises the ids).",
+        "expired note": "the broker ended or forgot the transaction",
+        "shared-transactional-id-prefix": "The sink's producer was fenced while another job ({job_name}, {job}) ran "
+                                          "in the same cluster with the same transactional id prefix{prefix}. "
+                                          "{summary} Each job aborts or fences the other's open transactions: both "
+                                          "lose data or keep failing.",
+        "prefix": " {prefix!r}",
+        "unique prefix": "Transactional ids must be unique per running job across every cluster writing to the same "
+                         "Kafka cluster; two copies of a job (a blue/green deployment, a job restarted while the old "
+                         "one still runs) need different prefixes.",
+        "stop the duplicate job": "Cancel one of the two jobs ({job} or this one) if it is a leftover copy.",
+        "shared note": "fenced by another producer with the same transactional id",
+        "other job note": "the other job with the same transactional ids is running ({why})",
+        "undetermined": "A transactional producer of the exactly-once Kafka sink was fenced{restored}, and these logs "
+                        "do not show whether the job was down longer than the transaction timeout, whether the broker "
+                        "expired the transaction, or whether another job uses the same transactional ids. If a "
+                        "transaction was aborted, its records are lost for read_committed consumers.",
+        "restored": " while committing a restored transaction",
+        "check the brokers' transactions": "List the producers holding the sink's transactional ids and compare the "
+                                           "broker's limits with the sink's timeout.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         errors = transaction_errors(incident)
         if not errors:
@@ -201,30 +272,20 @@ class KafkaEosTransactionTimeout(Detector):
 
     def _above_max(self, incident, above, timeout_ms, interval_ms, details, excerpt) -> Finding:
         proposed = BROKER_DEFAULT_MAX_TIMEOUT_MS
-        summary = (f"The brokers refused the sink's transaction timeout ({_fmt(timeout_ms)}): it is larger than their "
-                   "transaction.max.timeout.ms (15 min unless the brokers set it), so InitProducerId fails and the "
-                   "sink cannot start a single transaction. "
-                   + ("FlinkKafkaProducer asks for 1 h when the job does not set transaction.timeout.ms. "
-                      if "FlinkKafkaProducer" in details["sink"] else "")
-                   + "Either lower the producer's transaction.timeout.ms to at most the brokers' maximum, or raise "
-                   "the brokers' maximum; the timeout must still cover the checkpoint interval plus the longest "
-                   "downtime after which the job should restore without losing data.")
+        legacy = "FlinkKafkaProducer" in details["sink"]
+        summary = self.say("timeout-above-broker-max", timeout=_fmt(timeout_ms),
+                           legacy_default=self.say("legacy default") if legacy else "")
         patches = [self.kafka_patch(
-            "transaction.timeout.ms", str(proposed),
-            "At most the brokers' transaction.max.timeout.ms (900000 ms by default). It bounds how long the job may "
-            "be down before a restore loses data: if outages can last longer, raise the brokers' maximum instead.",
+            "transaction.timeout.ms", str(proposed), self.say("at most broker max"),
             current=str(timeout_ms) if timeout_ms is not None else None,
             current_source=details["transaction_timeout_source"] if timeout_ms is not None else None)]
         patches.append(self.ops_patch(
-            "raise transaction.max.timeout.ms on the brokers",
-            "The alternative that keeps a long timeout (a long restore window): set transaction.max.timeout.ms on "
-            "every broker at least as high as the sink's transaction.timeout.ms, then restart the brokers one by one.",
+            "raise transaction.max.timeout.ms on the brokers", self.say("raise broker max"),
             snippet="# server.properties of every broker\ntransaction.max.timeout.ms=3600000"))
         if interval_ms is not None and interval_ms >= proposed:
-            summary += (f" The checkpoint interval ({_fmt(interval_ms)}) is not shorter than 15 min: a 15 min "
-                        "timeout would expire transactions before their checkpoint; raise the brokers' maximum.")
+            summary += self.say("interval above max", interval=_fmt(interval_ms))
             patches = patches[1:]
-        notes = {i: "the broker refuses the producer's transaction timeout" for i in range(3)}
+        notes = {i: self.say("refused note") for i in range(3)}
         return self.finding("timeout-above-broker-max", summary, [e.event for e in above[:3]], notes=notes,
                             confidence=0.8 if excerpt else 0.95, patches=patches, details=details)
 
@@ -233,119 +294,92 @@ class KafkaEosTransactionTimeout(Detector):
         needed = max(x for x in (open_ms or 0, (interval_ms or 0) * 3, timeout_ms) if x is not None)
         proposed = max(BROKER_DEFAULT_MAX_TIMEOUT_MS, _round_up_min(int(needed * 1.5)))
         if after_restore and open_ms is not None and open_ms > (timeout_ms or 0):
-            why = (f"The job restored transactions that had been open for {_fmt(open_ms)}, longer than "
-                   f"transaction.timeout.ms ({_fmt(timeout_ms)}): the broker had already aborted them, and their "
-                   "commit at restore failed. ")
+            why = self.say("restored too late", open=_fmt(open_ms), timeout=_fmt(timeout_ms))
         else:
-            why = (f"transaction.timeout.ms ({_fmt(timeout_ms)}) is shorter than the checkpoint interval "
-                   f"({_fmt(interval_ms)}): every transaction stays open at least one interval, so the broker aborts "
-                   "them before Flink commits. ")
-        summary = why + self.cause("transaction-timeout-too-short").summary + " " + DATA_LOSS
+            why = self.say("shorter than interval", timeout=_fmt(timeout_ms), interval=_fmt(interval_ms))
+        summary = self.say("transaction-timeout-too-short", why=why,
+                           summary=self.cause("transaction-timeout-too-short").summary,
+                           data_loss=self.say("data loss"))
         patches = [self.kafka_patch(
-            "transaction.timeout.ms", str(proposed),
-            "Longer than the checkpoint interval plus the checkpoint's duration plus the longest downtime the job "
-            "should survive without data loss. Above the brokers' transaction.max.timeout.ms (15 min by default) "
-            "the brokers' maximum must be raised first.",
+            "transaction.timeout.ms", str(proposed), self.say("cover downtime"),
             current=str(timeout_ms) if timeout_ms is not None else None,
             current_source=details["transaction_timeout_source"] if timeout_ms is not None else None)]
         if proposed > BROKER_DEFAULT_MAX_TIMEOUT_MS:
             patches.append(self.ops_patch(
-                "raise transaction.max.timeout.ms on the brokers",
-                f"A {_fmt(proposed)} transaction timeout needs a broker maximum at least that high.",
+                "raise transaction.max.timeout.ms on the brokers", self.say("broker max for", timeout=_fmt(proposed)),
                 snippet=f"# server.properties of every broker\ntransaction.max.timeout.ms={proposed}"))
         if interval_ms is not None and timeout_ms is not None and timeout_ms < interval_ms:
             patches.append(self.flink_patch(
                 incident, "execution.checkpointing.interval", f"{max(1, timeout_ms // 3 // 1000)} s",
-                "Or checkpoint more often than the transaction timeout allows: transactions are committed on every "
-                "completed checkpoint."))
+                self.say("checkpoint more often")))
         patches.append(self.ops_patch(
-            "find and replay the lost records", DATA_LOSS + " Compare the sink topic with the source for the "
-            "window between the restored checkpoint and the restore, and replay that window (from the source "
-            "offsets or a savepoint taken before the outage)."))
-        notes = {i: "a restored transaction the broker had aborted" if e.kind in ("recovery-commit", "open-too-long")
-                 else "the producer was fenced" for i, e in enumerate(errors[:3])}
+            "find and replay the lost records", self.say("replay the window", data_loss=self.say("data loss"))))
+        notes = {i: self.say("aborted note" if e.kind in ("recovery-commit", "open-too-long") else "fenced note")
+                 for i, e in enumerate(errors[:3])}
         evidence = [e.event for e in errors[:3]]
         restored = [r for r in restores(incident) if r.downtime_s is not None]
         if after_restore and restored:
-            notes[len(evidence)] = (f"the job restored checkpoint {restored[-1].checkpoint_id}, "
-                                    f"{_fmt(int(restored[-1].downtime_s * 1000))} after it completed")
+            notes[len(evidence)] = self.say("restored note", checkpoint=restored[-1].checkpoint_id,
+                                            downtime=_fmt(int(restored[-1].downtime_s * 1000)))
             evidence.append(restored[-1].event)
         return self.finding("transaction-timeout-too-short", summary, evidence, notes=notes,
                             confidence=0.7 if excerpt else 0.9, patches=patches, details=details, severity="failure")
 
     def _expired(self, incident, errors, pid, timeout_ms, gap_s, details, excerpt) -> Finding:
         if pid:
-            why = ("The transaction coordinator no longer mapped the sink's transactional id to its producer id "
-                   "(InvalidPidMappingException): the broker expired the transactional id after it sat unused "
-                   "(transactional.id.expiration.ms, 7 days by default), or aborted it on timeout. ")
+            why = self.say("pid mapping")
         else:
-            why = (f"Completed checkpoints were up to {format_duration(round(gap_s) * 1000)} apart, longer than "
-                   f"transaction.timeout.ms ({_fmt(timeout_ms)}): the broker aborted the transaction of a checkpoint "
-                   "that took too long, and the producer was fenced. ")
-        summary = why + self.cause("broker-expired-transaction").summary + " " + DATA_LOSS
+            why = self.say("checkpoints too far apart", gap=format_duration(round(gap_s) * 1000),
+                           timeout=_fmt(timeout_ms))
+        summary = self.say("broker-expired-transaction", why=why,
+                           summary=self.cause("broker-expired-transaction").summary, data_loss=self.say("data loss"))
         patches = []
         if not pid and timeout_ms is not None:
             proposed = max(BROKER_DEFAULT_MAX_TIMEOUT_MS, _round_up_min(int(gap_s * 1000 * 1.5)))
             patches.append(self.kafka_patch(
-                "transaction.timeout.ms", str(proposed),
-                "Longer than the longest time between two completed checkpoints, so a slow checkpoint does not let "
-                "the broker abort its transaction.", current=str(timeout_ms),
+                "transaction.timeout.ms", str(proposed), self.say("cover the gap"), current=str(timeout_ms),
                 current_source=details["transaction_timeout_source"]))
             if proposed > BROKER_DEFAULT_MAX_TIMEOUT_MS:
                 patches.append(self.ops_patch("raise transaction.max.timeout.ms on the brokers",
-                                              f"Needed for a {_fmt(proposed)} producer timeout."))
+                                              self.say("broker max needed", timeout=_fmt(proposed))))
         if pid:
             patches.append(self.ops_patch(
-                "raise transactional.id.expiration.ms on the brokers",
-                "Sink subtasks that receive no records for days keep their transactional id idle; the broker forgets "
-                "it after transactional.id.expiration.ms. Raise it above the longest idle period (or restart the job "
-                "from a checkpoint, which re-initialises the ids).",
+                "raise transactional.id.expiration.ms on the brokers", self.say("raise id expiration"),
                 snippet="# server.properties of every broker\ntransactional.id.expiration.ms=1209600000"))
-        patches.append(self.ops_patch("find and replay the lost records", DATA_LOSS))
-        notes = {i: "the broker ended or forgot the transaction" for i in range(3)}
+        patches.append(self.ops_patch("find and replay the lost records", self.say("data loss")))
+        notes = {i: self.say("expired note") for i in range(3)}
         return self.finding("broker-expired-transaction", summary, [e.event for e in errors[:3]], notes=notes,
                             confidence=0.65 if excerpt else 0.8, patches=patches, details=details)
 
     def _shared(self, incident, errors, twin, details, excerpt) -> Finding:
         prefix = transactional_id_prefix(errors[0].transactional_id) or twin.get("prefix")
-        summary = (f"The sink's producer was fenced while another job ({twin['name']}, {twin['job']}) ran in the same "
-                   f"cluster with the same transactional id prefix{' ' + repr(prefix) if prefix else ''}. "
-                   + self.cause("shared-transactional-id-prefix").summary
-                   + " Each job aborts or fences the other's open transactions: both lose data or keep failing.")
+        summary = self.say("shared-transactional-id-prefix", job_name=twin['name'], job=twin['job'],
+                           prefix=self.say("prefix", prefix=prefix) if prefix else "",
+                           summary=self.cause("shared-transactional-id-prefix").summary)
         patches = [self.code_patch(
             "a transactional id prefix of its own per job",
             'KafkaSink.<Order>builder()\n    .setDeliveryGuarantee(DeliveryGuarantee.EXACTLY_ONCE)\n'
             '    .setTransactionalIdPrefix("orders-enricher-" + environment + "-" + deploymentColour)  // unique per job\n'
             '    ...\n// FlinkKafkaProducer derives its ids from the task name and operator uid: run one copy per cluster',
-            "Transactional ids must be unique per running job across every cluster writing to the same Kafka "
-            "cluster; two copies of a job (a blue/green deployment, a job restarted while the old one still runs) "
-            "need different prefixes.")]
-        patches.append(self.ops_patch("stop the duplicate job",
-                                      f"Cancel one of the two jobs ({twin['job']} or this one) if it is a leftover copy."))
-        patches.append(self.ops_patch("find and replay the lost records", DATA_LOSS))
+            self.say("unique prefix"))]
+        patches.append(self.ops_patch("stop the duplicate job", self.say("stop the duplicate job", job=twin['job'])))
+        patches.append(self.ops_patch("find and replay the lost records", self.say("data loss")))
         evidence = [e.event for e in errors[:2]] + twin["events"]
-        notes = {i: "fenced by another producer with the same transactional id" for i in range(len(errors[:2]))}
-        notes[len(errors[:2])] = f"the other job with the same transactional ids is running ({twin['why']})"
+        notes = {i: self.say("shared note") for i in range(len(errors[:2]))}
+        notes[len(errors[:2])] = self.say("other job note", why=twin['why'])
         return self.finding("shared-transactional-id-prefix", summary, evidence,
                             notes=notes, confidence=0.85, patches=patches, details=details)
 
     def _undetermined(self, incident, errors, details, excerpt, restore_unknown: bool) -> Finding:
-        summary = ("A transactional producer of the exactly-once Kafka sink was fenced"
-                   + (" while committing a restored transaction" if restore_unknown else "")
-                   + ", and these logs do not show whether the job was down longer than the transaction timeout, "
-                     "whether the broker expired the transaction, or whether another job uses the same "
-                     "transactional ids. If a transaction was aborted, its records are lost for read_committed "
-                     "consumers.")
+        summary = self.say("undetermined", restored=self.say("restored") if restore_unknown else "")
         patches = [self.ops_patch(
-            "check the brokers' transactions",
-            "List the producers holding the sink's transactional ids and compare the broker's limits with the "
-            "sink's timeout.",
+            "check the brokers' transactions", self.say("check the brokers' transactions"),
             snippet="kafka-transactions.sh --bootstrap-server <broker:9092> list\n"
                     "kafka-transactions.sh --bootstrap-server <broker:9092> describe --transactional-id <id>\n"
                     "kafka-configs.sh --bootstrap-server <broker:9092> --describe --entity-type brokers --all "
                     "| grep -E 'transaction.max.timeout.ms|transactional.id.expiration.ms'")]
         return self.finding("undetermined", summary, [e.event for e in errors[:3]],
-                            notes={i: "the producer was fenced" for i in range(3)}, confidence=0.4 if excerpt else 0.5,
+                            notes={i: self.say("fenced note") for i in range(3)}, confidence=0.4 if excerpt else 0.5,
                             patches=patches, details=details)
 
 

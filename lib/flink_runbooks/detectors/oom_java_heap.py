@@ -111,6 +111,89 @@ class OomJavaHeap(Detector):
                 "java.lang.OutOfMemoryError: Java heap space. A heap space-related out-of-memory error has occurred. This can mean two things: either Flink Master requires a larger size of JVM heap space or there is a memory leak."),
     )
 
+    templates = {
+        # TaskManager heap
+        "head": "{task} ran out of Java heap ({message}) {occurrences} time(s){uptimes}. {where} Task heap: {heap}. "
+                "State backend: {backend} ({backend_source}).",
+        "uptimes": " after running {times}",
+        "heap": "{task_heap} task heap ({slots} slot(s), {per_slot} per slot) in a {process} TaskManager ({source})",
+        "heap unknown": "unknown (no memory settings or start-up breakdown in the incident)",
+        "checkpoints": " Checkpoints: {completed} completed, {first} → {last}.",
+        "in state backend": "It was thrown in the heap state backend ({frame}).",
+        "no frames": "The stack trace does not show where (no frames in the logs).",
+        "in job code": "It was thrown in the job's own code ({frame}).",
+        "in user function": "It was thrown inside the user function called by {frame}.",
+        "in flink": "It was thrown in Flink's code ({frame}).",
+        "single array": "'Requested array size exceeds VM limit' means one single array above ~2 GB was requested: a "
+                        "single value or record that large, which no heap size fixes.",
+        "heap-state-backend": "The state kept on the heap outgrew the task heap: move it to RocksDB (off-heap, spills "
+                              "to disk), which uses the managed memory the heap backend leaves idle.",
+        "user-code-holds-objects": "The job's code keeps what it allocates: more heap only delays the next OOM if "
+                                   "that collection grows without bound; take a heap dump to see what it holds.",
+        "task-heap-too-small": "Nothing points at one consumer: the task heap is too small for this workload.",
+        "undetermined": "Root cause undetermined: the incident has neither the OOM's frames nor the heap's size.",
+        "oom note": "the OOM ({process}{fatal}): {where}",
+        "state note": "the job's keyed state lives on the JVM heap",
+        "backend note": "heap state backend in use (not where the OOM was thrown)",
+        "stay on heap": "If the state must stay on the heap, the task heap needs room for all of it plus headroom; "
+                        "these sizes double the current task heap (model-checked).",
+        "oversized value": "One array above the JVM's ~2 GB limit was requested: look for a single huge record, state "
+                           "value or collection (a window or ListState serialised as one value).",
+        "legacy grow": "{factor:g}x the TaskManager heap (this Flink predates the FLIP-49 model).",
+        "managed to heap": "The heap state backend leaves managed memory ({managed}) unused in a streaming job: a "
+                           "managed fraction of {fraction} moves it to the task heap, {before} → {after} "
+                           "({factor:g}x), in the same {process} process (keep it if Python UDFs or batch operators "
+                           "use managed memory).",
+        "grow": "{factor:g}x the task heap ({before} → {after}, {why}); the other pools keep their size "
+                "(model-checked).",
+        "small slot": "the current task heap per slot is small",
+        "half again": "half again",
+        "rocksdb": "Keep keyed state in RocksDB: off the JVM heap, bounded by managed memory and spilling to local "
+                   "disk.",
+        "incremental": "Large RocksDB state: upload only the changed SST files at each checkpoint.",
+        "managed back": "RocksDB's block cache and write buffers live in managed memory: back to the default 0.4 from "
+                        "{fraction} (lowered for the heap backend).",
+        # A checkpoint (or a native-format savepoint) is written in the backend's own format and cannot be restored
+        # into another backend; only a savepoint in the canonical format can (the unified format arrived in 1.13,
+        # FLIP-41).
+        "no state migration": "Changing the state backend cannot carry the state over on this release: neither a "
+                              "checkpoint nor a savepoint of the heap backend restores into RocksDB before Flink "
+                              "1.13. Switching means starting without the current state (or upgrading Flink first, "
+                              "then switching through a savepoint).",
+        "canonical savepoint": "A checkpoint cannot change the state backend: restoring the heap backend's last "
+                               "checkpoint into RocksDB fails. Stop the job with a savepoint in the canonical format, "
+                               "then start it with the new backend from that savepoint (never from a checkpoint or a "
+                               "native-format savepoint).",
+        "backend in code": "Job code that sets a state backend overrides the configuration: change it there too.",
+        "heap dump": "Write a heap dump when the next OOM happens (to {dump_dir}): it shows which objects filled the "
+                     "heap.",
+        "dump analysis": "Open the dump in Eclipse MAT / VisualVM and look at the dominator tree{thrown_in}. A "
+                         "collection that grows per record (a list, map or cache without eviction) is the leak; keep "
+                         "such data in keyed state with a TTL, or bound it.",
+        "thrown in": "; the OOM was thrown in {frame}",
+        # JobManager heap
+        "jobmanager-heap": "The JobManager's own heap ran out ({message}){site}. JobManager heap: {heap} ({source}).",
+        "site": " while {site}",
+        "load": " Load on it: {reasons}.",
+        "storage on jobmanager": "checkpoints are kept on the JobManager ({storage})",
+        "largest checkpoint": "the largest completed checkpoint was {size}",
+        "jobs": "{count} jobs were submitted to this cluster",
+        "jobmanager note": "the JobManager process ran out of heap{site}",
+        "grow jobmanager": "{factor:g}x the JobManager heap ({before} → {after}); the other JobManager pools keep "
+                           "their size (model-checked).",
+        "filesystem backend": "The memory state backend sends every checkpoint to the JobManager's heap; the "
+                              "filesystem backend writes them to the checkpoint directory instead.",
+        "filesystem storage": "Checkpoints stored on the JobManager sit in its heap; write them to a file system "
+                              "instead.",
+        "checkpoint dir": "A durable checkpoint directory{next_to}.",
+        "next to savepoints": " next to the savepoint directory",
+        "set checkpoint dir": "Set {key} to a durable file system (HDFS, S3, GCS) that every TaskManager and the "
+                              "JobManager can reach.",
+        "jobmanager heap dump": "A heap dump at the next JobManager OOM shows what filled it.",
+        "one job per cluster": "Many jobs share this JobManager's heap: run the big ones in application mode (one "
+                               "JobManager per job) so one job's checkpoints or graph cannot take the others down.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         found = oom.occurrences(incident, "heap")
         if not found:
@@ -147,28 +230,36 @@ class OomJavaHeap(Detector):
         single_array = first.message.startswith("Requested array size exceeds VM limit")
 
         mem = sizing.memory
-        heap_text = "unknown (no memory settings or start-up breakdown in the incident)"
+        heap_text = self.say("heap unknown")
         if mem is not None:
-            heap_text = (f"{oom.mib_text(mem.task_heap)} task heap ({sizing.slots} slot(s), "
-                         f"{oom.mib_text(sizing.per_slot('task_heap'))} per slot) in a "
-                         f"{oom.mib_text(mem.process)} TaskManager ({sizing.source})")
-        where = self._where(frames, state_frames)
+            heap_text = self.say("heap", task_heap=oom.mib_text(mem.task_heap), slots=sizing.slots,
+                                 per_slot=oom.mib_text(sizing.per_slot("task_heap")),
+                                 process=oom.mib_text(mem.process), source=sizing.source)
+        if state_frames:
+            where = self.say("in state backend", frame=oom.frame_class(state_frames[0]))
+        elif not frames:
+            where = self.say("no frames")
+        elif re.search(USER_JAR_FRAME, frames[0]):
+            where = self.say("in job code", frame=oom.frame_class(frames[0]))
+        elif re.search(UDF_FRAME, frames[0]):
+            where = self.say("in user function", frame=oom.frame_class(frames[0]))
+        else:
+            where = self.say("in flink", frame=oom.frame_class(frames[0]))
         times = ", ".join(oom.duration_text(u) for u in uptimes if u is not None)
-        summary = (f"{first.task or 'A TaskManager'} ran out of Java heap ({first.message.split('.')[0]}) "
-                   f"{len(found)} time(s){f' after running {times}' if times else ''}. {where} "
-                   f"Task heap: {heap_text}. State backend: {backend} ({backend_source}).")
+        summary = self.say("head", task=first.task or "A TaskManager", message=first.message.split('.')[0],
+                           occurrences=len(found), uptimes=self.say("uptimes", times=times) if times else "",
+                           where=where, heap=heap_text, backend=backend, backend_source=backend_source)
         if growth.completed:
-            summary += (f" Checkpoints: {growth.completed} completed, {format_size(growth.first_bytes)} → "
-                        f"{format_size(growth.last_bytes)}.")
-        summary += " " + self._verdict(cause, single_array)
+            summary += self.say("checkpoints", completed=growth.completed, first=format_size(growth.first_bytes),
+                                last=format_size(growth.last_bytes))
+        summary += " " + (self.say("single array") if single_array else self.say(cause))
         patches = self._taskmanager_patches(incident, cause, sizing, backend, single_array, frames)
         evidence: list[Event] = [first.event]
-        notes = {0: f"the OOM ({first.process}{', fatal' if first.fatal else ''}): {where}"}
+        notes = {0: self.say("oom note", process=first.process, fatal=", fatal" if first.fatal else "", where=where)}
         oom.repeats_as_evidence(found, uptimes, evidence, notes)
         backend_event = next((ev for ev, _ in incident.find(oom.STATE_BACKEND_IN_LOG)), None)
         if backend_event is not None and backend == "heap":
-            notes[len(evidence)] = ("the job's keyed state lives on the JVM heap" if cause == "heap-state-backend"
-                                    else "heap state backend in use (not where the OOM was thrown)")
+            notes[len(evidence)] = self.say("state note" if cause == "heap-state-backend" else "backend note")
             evidence.append(backend_event)
         confidence = {"task-heap-too-small": 0.75, "undetermined": 0.4}.get(cause, 0.9)
         return self.finding(
@@ -189,32 +280,6 @@ class OomJavaHeap(Detector):
             },
         )
 
-    @staticmethod
-    def _where(frames: list[str], state_frames: list[str]) -> str:
-        if state_frames:
-            return f"It was thrown in the heap state backend ({oom.frame_class(state_frames[0])})."
-        if not frames:
-            return "The stack trace does not show where (no frames in the logs)."
-        top = oom.frame_class(frames[0])
-        if re.search(USER_JAR_FRAME, frames[0]):
-            return f"It was thrown in the job's own code ({top})."
-        if re.search(UDF_FRAME, frames[0]):
-            return f"It was thrown inside the user function called by {top}."
-        return f"It was thrown in Flink's code ({top})."
-
-    def _verdict(self, cause: str, single_array: bool) -> str:
-        if single_array:
-            return ("'Requested array size exceeds VM limit' means one single array above ~2 GB was requested: a "
-                    "single value or record that large, which no heap size fixes.")
-        return {
-            "heap-state-backend": "The state kept on the heap outgrew the task heap: move it to RocksDB (off-heap, "
-                                  "spills to disk), which uses the managed memory the heap backend leaves idle.",
-            "user-code-holds-objects": "The job's code keeps what it allocates: more heap only delays the next OOM if "
-                                       "that collection grows without bound; take a heap dump to see what it holds.",
-            "task-heap-too-small": "Nothing points at one consumer: the task heap is too small for this workload.",
-            "undetermined": "Root cause undetermined: the incident has neither the OOM's frames nor the heap's size.",
-        }[cause]
-
     def _taskmanager_patches(self, incident: Incident, cause: str, sizing: oom.TaskManagerSizing, backend: str,
                              single_array: bool, frames: list[str]) -> list[Patch]:
         patches: list[Patch] = []
@@ -223,14 +288,11 @@ class OomJavaHeap(Detector):
             grow = self._grow_heap(incident, sizing, "rocksdb", 2.0)
             if grow:
                 text = "\n".join(f"{p.key}: {p.proposed}" for p in grow)
-                patches.append(self.ops_patch(
-                    "stay on the heap backend", "If the state must stay on the heap, the task heap needs room for "
-                    "all of it plus headroom; these sizes double the current task heap (model-checked).", text))
+                patches.append(self.ops_patch("stay on the heap backend", self.say("stay on heap"), text))
             return patches
         if single_array:
             patches.append(self.ops_patch(
-                "find the oversized value", "One array above the JVM's ~2 GB limit was requested: look for a single "
-                "huge record, state value or collection (a window or ListState serialised as one value).",
+                "find the oversized value", self.say("oversized value"),
                 "grep -n 'Requested array size exceeds VM limit' taskmanager*.log   # the operator and the frames"))
             return patches
         factor = 2.0 if (sizing.per_slot("task_heap") or 0) < SMALL_SLOT_HEAP else 1.5
@@ -248,7 +310,7 @@ class OomJavaHeap(Detector):
             legacy = incident.config.get_bytes("taskmanager.heap.size")
             if legacy:
                 return [self.flink_patch(incident, "taskmanager.heap.size", format_size(int(legacy * factor)),
-                                         f"{factor:g}x the TaskManager heap (this Flink predates the FLIP-49 model).")]
+                                         self.say("legacy grow", factor=factor))]
             return []
         target = int(mem.task_heap * factor)
         batch = (incident.config.get("execution.runtime-mode") or "").upper() == "BATCH"
@@ -259,42 +321,43 @@ class OomJavaHeap(Detector):
             fraction = changes["taskmanager.memory.managed.fraction"]
             return [self.flink_patch(
                 incident, "taskmanager.memory.managed.fraction", fraction,
-                f"The heap state backend leaves managed memory ({oom.mib_text(mem.managed)}) unused in a streaming "
-                f"job: a managed fraction of {fraction} moves it to the task heap, {oom.mib_text(mem.task_heap)} → "
-                f"{oom.mib_text(target)} ({factor:g}x), in the same {oom.mib_text(mem.process)} process (keep it if "
-                f"Python UDFs or batch operators use managed memory).")]
+                self.say("managed to heap", managed=oom.mib_text(mem.managed), fraction=fraction,
+                         before=oom.mib_text(mem.task_heap), after=oom.mib_text(target), factor=factor,
+                         process=oom.mib_text(mem.process)))]
         try:
             changes = oom.changes_for(sizing, "heap", factor)
         except (ValueError, MemoryConfigError):
             return []
-        return [self.flink_patch(
-            incident, key, value,
-            f"{factor:g}x the task heap ({oom.mib_text(mem.task_heap)} → {oom.mib_text(target)}, "
-            f"{'the current task heap per slot is small' if factor == 2.0 else 'half again'}); "
-            f"the other pools keep their size (model-checked).")
-            for key, value in changes.items()]
+        why = self.say("grow", factor=factor, before=oom.mib_text(mem.task_heap), after=oom.mib_text(target),
+                       why=self.say("small slot" if factor == 2.0 else "half again"))
+        return [self.flink_patch(incident, key, value, why) for key, value in changes.items()]
 
     def _rocksdb_patches(self, incident: Incident, sizing: oom.TaskManagerSizing) -> list[Patch]:
-        patches = [self.flink_patch(
-            incident, "state.backend.type", "rocksdb",
-            "Keep keyed state in RocksDB: off the JVM heap, bounded by managed memory and spilling to local disk.")]
+        patches = [self.flink_patch(incident, "state.backend.type", "rocksdb", self.say("rocksdb"))]
         if (incident.config.get("execution.checkpointing.incremental") or "").lower() != "true":
             patches.append(self.flink_patch(
-                incident, "execution.checkpointing.incremental", "true",
-                "Large RocksDB state: upload only the changed SST files at each checkpoint."))
+                incident, "execution.checkpointing.incremental", "true", self.say("incremental")))
         managed_cv = incident.config.lookup("taskmanager.memory.managed.fraction")
         if managed_cv is not None and (incident.config.get_float("taskmanager.memory.managed.fraction") or 0) < 0.4:
             patches.append(self.flink_patch(
                 incident, "taskmanager.memory.managed.fraction", None,
-                f"RocksDB's block cache and write buffers live in managed memory: back to the default 0.4 from "
-                f"{managed_cv.value} (lowered for the heap backend)."))
+                self.say("managed back", fraction=managed_cv.value)))
         version = incident.version_tuple
-        patches.append(self.ops_patch("savepoint before the backend switch", *_backend_switch(version)))
+        if version is not None and version < (1, 13):
+            patches.append(self.ops_patch("savepoint before the backend switch", self.say("no state migration"),
+                                          "# Flink < 1.13: no state migration between backends"))
+        else:
+            stop = ("bin/flink stop --type canonical --savepointPath <savepoint-dir> <job-id>"
+                    if version is None or version >= (1, 15)
+                    else "bin/flink stop --savepointPath <savepoint-dir> <job-id>")
+            patches.append(self.ops_patch(
+                "savepoint before the backend switch", self.say("canonical savepoint"),
+                f"{stop}\n# then, with the RocksDB backend configured:\nbin/flink run -s <savepoint-path> ..."))
         if version is None or version >= (1, 13):
             patches.append(self.code_patch(
                 "StreamExecutionEnvironment#setStateBackend",
                 "env.setStateBackend(new EmbeddedRocksDBStateBackend(true)); // incremental checkpoints",
-                "Job code that sets a state backend overrides the configuration: change it there too."))
+                self.say("backend in code")))
         return patches
 
     def _heap_dump_patches(self, incident: Incident, role: str, frames: list[str]) -> list[Patch]:
@@ -303,17 +366,11 @@ class OomJavaHeap(Detector):
         value = oom.with_jvm_flags(current, ["-XX:+HeapDumpOnOutOfMemoryError", f"-XX:HeapDumpPath={dump_dir}"])
         patches = []
         if value:
-            patches.append(self.flink_patch(
-                incident, key, value,
-                f"Write a heap dump when the next OOM happens (to {dump_dir}): it shows which objects filled the "
-                f"heap."))
+            patches.append(self.flink_patch(incident, key, value, self.say("heap dump", dump_dir=dump_dir)))
         top = next((oom.frame_class(f) for f in frames if re.search(USER_JAR_FRAME, f)), None)
         patches.append(self.ops_patch(
             "heap dump analysis",
-            "Open the dump in Eclipse MAT / VisualVM and look at the dominator tree"
-            + (f"; the OOM was thrown in {top}" if top else "")
-            + ". A collection that grows per record (a list, map or cache without eviction) is the leak; "
-              "keep such data in keyed state with a TTL, or bound it.",
+            self.say("dump analysis", thrown_in=self.say("thrown in", frame=top) if top else ""),
             "jcmd <taskmanager-pid> GC.heap_dump /tmp/tm-heap.hprof   # a dump of a running TaskManager"))
         return patches
 
@@ -328,22 +385,22 @@ class OomJavaHeap(Detector):
         storage = self._jm_checkpoint_storage(incident, checkpoints_taken=growth.completed > 0)
         jobs = oom.submissions_before(incident, first.ts)
         heap = mem.heap if mem else None
-        while_ = f" while {site}" if site else ""
-        summary = (f"The JobManager's own heap ran out ({first.message.split('.')[0]}){while_}. "
-                   f"JobManager heap: {oom.mib_text(heap)} ({source}).")
+        while_ = self.say("site", site=site) if site else ""
+        summary = self.say("jobmanager-heap", message=first.message.split('.')[0], site=while_,
+                           heap=oom.mib_text(heap), source=source)
         reasons = []
         if storage:
-            reasons.append(f"checkpoints are kept on the JobManager ({storage})")
+            reasons.append(self.say("storage on jobmanager", storage=storage))
         if growth.largest_bytes:
-            reasons.append(f"the largest completed checkpoint was {format_size(growth.largest_bytes)}")
+            reasons.append(self.say("largest checkpoint", size=format_size(growth.largest_bytes)))
         if len(jobs) > 1:
-            reasons.append(f"{len(jobs)} jobs were submitted to this cluster")
+            reasons.append(self.say("jobs", count=len(jobs)))
         if reasons:
-            summary += " Load on it: " + "; ".join(reasons) + "."
+            summary += self.say("load", reasons="; ".join(reasons))
         patches = self._jobmanager_patches(incident, heap, storage)
         return self.finding(
             "jobmanager-heap", summary, [o.event for o in found[:4]], confidence=0.85, patches=patches,
-            notes={0: "the JobManager process ran out of heap" + (f" while {site}" if site else "")},
+            notes={0: self.say("jobmanager note", site=while_)},
             details={"occurrences": len(found), "jobmanager_heap": format_size(heap) if heap else None,
                      "memory_source": source, "site": site, "checkpoint_storage_on_jobmanager": storage,
                      "largest_checkpoint_bytes": growth.largest_bytes, "jobs_submitted": len(jobs),
@@ -375,8 +432,8 @@ class OomJavaHeap(Detector):
         for key, value in changes.items():
             patches.append(self.flink_patch(
                 incident, key, value,
-                f"{factor:g}x the JobManager heap ({oom.mib_text(heap)} → {oom.mib_text(int((heap or 0) * factor))})"
-                f"; the other JobManager pools keep their size (model-checked)."))
+                self.say("grow jobmanager", factor=factor, before=oom.mib_text(heap),
+                         after=oom.mib_text(int((heap or 0) * factor)))))
         if storage:
             version = incident.version_tuple
             ckpt_dir = incident.config.get("execution.checkpointing.dir")
@@ -385,50 +442,23 @@ class OomJavaHeap(Detector):
                 ckpt_dir = savepoints.rstrip("/").rsplit("/", 1)[0] + "/checkpoints"
             if version is not None and version < (1, 13):
                 patches.append(self.flink_patch(
-                    incident, "state.backend.type", "filesystem",
-                    "The memory state backend sends every checkpoint to the JobManager's heap; the filesystem "
-                    "backend writes them to the checkpoint directory instead."))
+                    incident, "state.backend.type", "filesystem", self.say("filesystem backend")))
             else:
                 patches.append(self.flink_patch(
-                    incident, "execution.checkpointing.storage", "filesystem",
-                    "Checkpoints stored on the JobManager sit in its heap; write them to a file system instead."))
+                    incident, "execution.checkpointing.storage", "filesystem", self.say("filesystem storage")))
             if ckpt_dir:
+                derived = not incident.config.get("execution.checkpointing.dir")
                 patches.append(self.flink_patch(
                     incident, "execution.checkpointing.dir", ckpt_dir,
-                    "A durable checkpoint directory" + (" next to the savepoint directory."
-                                                        if not incident.config.get("execution.checkpointing.dir")
-                                                        else ".")))
+                    self.say("checkpoint dir", next_to=self.say("next to savepoints") if derived else "")))
             else:
                 patches.append(self.ops_patch(
                     "checkpoint directory",
-                    f"Set {version_key(incident, 'execution.checkpointing.dir')} to a durable file system (HDFS, S3, "
-                    f"GCS) that every TaskManager and the JobManager can reach."))
+                    self.say("set checkpoint dir", key=version_key(incident, 'execution.checkpointing.dir'))))
         key, current = oom.jvm_opts(incident, "jobmanager")
         value = oom.with_jvm_flags(current, ["-XX:+HeapDumpOnOutOfMemoryError", "-XX:HeapDumpPath=/tmp"])
         if value:
-            patches.append(self.flink_patch(
-                incident, key, value, "A heap dump at the next JobManager OOM shows what filled it."))
+            patches.append(self.flink_patch(incident, key, value, self.say("jobmanager heap dump")))
         if len(oom.submissions_before(incident, None)) > 1:
-            patches.append(self.ops_patch(
-                "one job per cluster", "Many jobs share this JobManager's heap: run the big ones in application mode "
-                "(one JobManager per job) so one job's checkpoints or graph cannot take the others down."))
+            patches.append(self.ops_patch("one job per cluster", self.say("one job per cluster")))
         return patches
-
-
-def _backend_switch(version: tuple[int, ...] | None) -> tuple[str, str]:
-    """(reason, snippet) for moving existing keyed state from the heap backend to RocksDB.
-
-    A checkpoint (or a native-format savepoint) is written in the backend's own format and cannot be restored into
-    another backend; only a savepoint in the canonical format can (the unified format arrived in 1.13, FLIP-41).
-    """
-    if version is not None and version < (1, 13):
-        return ("Changing the state backend cannot carry the state over on this release: neither a checkpoint nor a "
-                "savepoint of the heap backend restores into RocksDB before Flink 1.13. Switching means starting "
-                "without the current state (or upgrading Flink first, then switching through a savepoint).",
-                "# Flink < 1.13: no state migration between backends")
-    stop = ("bin/flink stop --type canonical --savepointPath <savepoint-dir> <job-id>"
-            if version is None or version >= (1, 15) else "bin/flink stop --savepointPath <savepoint-dir> <job-id>")
-    return ("A checkpoint cannot change the state backend: restoring the heap backend's last checkpoint into RocksDB "
-            "fails. Stop the job with a savepoint in the canonical format, then start it with the new backend from "
-            "that savepoint (never from a checkpoint or a native-format savepoint).",
-            f"{stop}\n# then, with the RocksDB backend configured:\nbin/flink run -s <savepoint-path> ...")

@@ -23,8 +23,6 @@ DEFAULT_TMP = "/tmp"  # io.tmp.dirs defaults to java.io.tmpdir
 RETAINED_CHECKPOINTS = 3  # enough to step back past one bad checkpoint
 LOCAL_RECOVERY_KEY = "execution.state-recovery.from-local"
 RETAINED_KEY = "execution.checkpointing.num-retained"
-ALIGNED_ONLY = ("Task-local recovery is only supported for aligned checkpoints (as of Flink 1.17); with unaligned "
-                "checkpoints the job restores from the checkpoint storage.")
 
 
 class RocksDBRestoreCorruption(Detector):
@@ -101,6 +99,66 @@ class RocksDBRestoreCorruption(Detector):
                 "org.rocksdb.RocksDBException: Bad table magic number: expected 9863518390377041911, found 0 in /data/rocksdb/job/db/000042.sst"),
     )
 
+    templates = {
+        "head": "Restoring RocksDB state from {which} failed {attempts} time(s) with '{message}'. ",
+        "disk-full": "The TaskManager's disk ran full during the restore: RocksDB's working directory ({where}) needs "
+                     "room for the whole state of its slots. Free or enlarge that disk; the checkpoint itself may be "
+                     "fine.",
+        "temp dir": "{tmp} (io.tmp.dirs unset: the JVM temp dir)",
+        "local-state-corrupt": "The failing restore opened the task-local copy (local recovery), so the file on the "
+                               "TaskManager's disk is bad, not necessarily the checkpoint. {outcome}",
+        "recovered": "Flink then restored from the checkpoint storage and the job went on: wipe the local state "
+                     "directory and check that disk.",
+        "not recovered": "No restore option succeeded: wipe the local copy and restart from the checkpoint storage.",
+        "undetermined": "Root cause undetermined: the logs do not show whether the file came from the task-local copy "
+                        "or from the checkpoint storage. Until that is known, restarting from an older retained "
+                        "checkpoint or a savepoint is the safe way back.",
+        "remote-checkpoint-corrupt": "{no_local_copy}the restore downloaded the files from the checkpoint storage and "
+                                     "they are corrupt: every retry fails the same way. Restart from an older "
+                                     "retained checkpoint or a savepoint; with incremental checkpoints an older "
+                                     "checkpoint can share the same bad file.",
+        "no local copy": "Local recovery was on, but there was no task-local copy to use (the task moved to another "
+                         "TaskManager), so ",
+        # evidence notes
+        "restores note": "the job restores {checkpoint}",
+        "failure note": "{message}{read_from}",
+        "read locally": " — read from the task-local copy ({evidence})",
+        "read remotely": " — read from the checkpoint storage ({evidence})",
+        "gave up note": "the restore gave up: no restore option left",
+        "again note": "attempt {attempt} fails the same way",
+        # patches
+        "check the checkpoint storage": "Compare the size of the shared files of the checkpoint with what the restore "
+                                        "announced (details) and look for partial uploads, lifecycle rules or tools "
+                                        "that rewrote them; a storage without durable writes (fsync) can lose the end "
+                                        "of files on a crash.",
+        "wipe the task-local state": "Delete the corrupt task-local copy on the affected TaskManager (Flink falls "
+                                     "back to the checkpoint storage) and check that disk (dmesg, SMART) before "
+                                     "trusting it again.",
+        "local recovery off": "Restore from the checkpoint storage only until the disk is trusted again; turn it back "
+                              "on afterwards, it makes recovery faster. {aligned_only}",
+        "aligned only": "Task-local recovery is only supported for aligned checkpoints (as of Flink 1.17); with "
+                        "unaligned checkpoints the job restores from the checkpoint storage.",
+        "free the RocksDB disk": "Give RocksDB's working directory room for the full state of every slot on the "
+                                 "TaskManager (plus compaction headroom), or point state.backend.rocksdb.localdir at "
+                                 "a bigger local disk, then restart from the same checkpoint; it was never the "
+                                 "problem.",
+        "retain": "Keep {retain} completed checkpoints so there is an older one to restart from when the latest "
+                  "cannot be restored (currently {retained}).",
+        "local recovery on": "Task-local recovery: a task that fails over to the same TaskManager restores from its "
+                             "local copy instead of downloading the checkpoint (what a production Flink 1.16 "
+                             "deployment hitting this error did). It does not help when the TaskManager is lost. "
+                             "{aligned_only}{unaligned}",
+        "unaligned on": " This job enables unaligned checkpoints, so it would gain nothing until they are off.",
+        "older snapshot": "Stop the job and start it from the previous retained checkpoint or the latest savepoint "
+                          "(flink run -s <path>); if none exists, start without state only as a last resort.",
+        "previous checkpoint": "Checkpoint {checkpoint} cannot be restored; start from checkpoint {previous} "
+                               "(retained: {retained}). With incremental checkpoints it may share the bad file: if it "
+                               "fails the same way, use the latest savepoint.",
+        "only one retained": "Checkpoint {checkpoint} cannot be restored and it is the only one retained "
+                             "(num-retained {retained}): start from the latest savepoint; starting without state "
+                             "loses it.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         failures = restore_failures(incident)
         if not failures:
@@ -155,46 +213,34 @@ class RocksDBRestoreCorruption(Detector):
         evidence, notes, add = evidence_trail()
 
         if checkpoint is not None:
-            add(checkpoint.event, f"the job restores {checkpoint.kind.lower()} {checkpoint.checkpoint_id}")
+            add(checkpoint.event, self.say("restores note",
+                                           checkpoint=f"{checkpoint.kind.lower()} {checkpoint.checkpoint_id}"))
         # The task's own failure report carries the whole chain; the builder's ERROR line only the RocksDB part.
         ranked = sorted(failures, key=lambda f: (f.source == "unknown", f.event.role != "taskmanager",
                                                   f.event.level == "ERROR", f.event.ts or "", f.event.line))
         decisive = ranked[0]
-        add(decisive.event, f"{decisive.message[:120]}"
-            + (f" — read from the {'task-local copy' if decisive.source == 'local' else 'checkpoint storage'}"
-               f" ({decisive.source_evidence})" if decisive.source != "unknown" else ""))
+        read_from = "" if decisive.source == "unknown" else self.say(
+            "read locally" if decisive.source == "local" else "read remotely", evidence=decisive.source_evidence)
+        add(decisive.event, self.say("failure note", message=decisive.message[:120], read_from=read_from))
         terminal = next((f for f in failures if f.terminal and f.event is not decisive.event), None)
-        add(terminal.event if terminal else None, "the restore gave up: no restore option left")
+        add(terminal.event if terminal else None, self.say("gave up note"))
         if len(attempts) > 1:
             last = sorted(attempts[-1].failures, key=lambda f: (f.event.level == "ERROR", f.event.line))[0]
-            add(last.event, f"attempt {len(attempts)} fails the same way")
+            add(last.event, self.say("again note", attempt=len(attempts)))
         return evidence, notes
 
     def _summary(self, cause, failures, attempts, checkpoint, dirs, recovered, confidence) -> str:
         which = (f"{checkpoint.kind.lower()} {checkpoint.checkpoint_id}" if checkpoint else "the checkpoint")
-        head = (f"Restoring RocksDB state from {which} failed {len(attempts)} time(s) with "
-                f"'{failures[0].message[:160]}'. ")
+        head = self.say("head", which=which, attempts=len(attempts), message=failures[0].message[:160])
         if cause == "disk-full":
-            where = ", ".join(dirs.localdirs) or f"{DEFAULT_TMP} (io.tmp.dirs unset: the JVM temp dir)"
-            return head + (f"The TaskManager's disk ran full during the restore: RocksDB's working directory ({where}) "
-                           "needs room for the whole state of its slots. Free or enlarge that disk; the checkpoint "
-                           "itself may be fine.")
+            where = ", ".join(dirs.localdirs) or self.say("temp dir", tmp=DEFAULT_TMP)
+            return head + self.say(cause, where=where)
         if cause == "local-state-corrupt":
-            text = head + ("The failing restore opened the task-local copy (local recovery), so the file on the "
-                           "TaskManager's disk is bad, not necessarily the checkpoint. ")
-            if recovered:
-                return text + ("Flink then restored from the checkpoint storage and the job went on: wipe the "
-                               "local state directory and check that disk.")
-            return text + "No restore option succeeded: wipe the local copy and restart from the checkpoint storage."
+            return head + self.say(cause, outcome=self.say("recovered" if recovered else "not recovered"))
         if cause == "undetermined":
-            return head + ("Root cause undetermined: the logs do not show whether the file came from the task-local "
-                           "copy or from the checkpoint storage. Until that is known, restarting from an older "
-                           "retained checkpoint or a savepoint is the safe way back.")
-        local = ("Local recovery was on, but there was no task-local copy to use (the task moved to another "
-                 "TaskManager), so " if dirs.local_recovery else "")
-        return head + (local + "the restore downloaded the files from the checkpoint storage and they are corrupt: "
-                       "every retry fails the same way. Restart from an older retained checkpoint or a savepoint; "
-                       "with incremental checkpoints an older checkpoint can share the same bad file.")
+            return head + self.say(cause)
+        return head + self.say("remote-checkpoint-corrupt",
+                               no_local_copy=self.say("no local copy") if dirs.local_recovery else "")
 
     def _patches(self, incident: Incident, cause, checkpoint, dirs, failures, recovered):
         cfg = incident.config
@@ -203,57 +249,40 @@ class RocksDBRestoreCorruption(Detector):
         if cause in ("remote-checkpoint-corrupt", "local-state-corrupt", "undetermined") and not recovered:
             patches.append(self._restart_patch(cfg, checkpoint, retained))
         if cause == "remote-checkpoint-corrupt":
-            patches.append(self.ops_patch(
-                "check the checkpoint storage",
-                "Compare the size of the shared files of the checkpoint with what the restore announced (details) "
-                "and look for partial uploads, lifecycle rules or tools that rewrote them; a storage without "
-                "durable writes (fsync) can lose the end of files on a crash."))
+            patches.append(self.ops_patch("check the checkpoint storage", self.say("check the checkpoint storage")))
         if cause == "local-state-corrupt":
             roots = dirs.local_state_dirs or ["<taskmanager working dir>"]
             root = next((os.path.dirname(os.path.dirname(f.sst)) for f in failures
                          if f.sst and "localState" in f.sst), None)
             job = checkpoint.job if checkpoint else "<job id>"
             patches.append(self.ops_patch(
-                "wipe the task-local state",
-                "Delete the corrupt task-local copy on the affected TaskManager (Flink falls back to the checkpoint "
-                "storage) and check that disk (dmesg, SMART) before trusting it again.",
+                "wipe the task-local state", self.say("wipe the task-local state"),
                 snippet="\n".join(f"rm -rf {r}/localState*/aid_*/jid_{job}" for r in roots)
                         + (f"\n# the corrupt copy: {root}" if root else "")))
             if dirs.local_recovery:
                 patches.append(self.flink_patch(
                     incident, LOCAL_RECOVERY_KEY, "false",
-                    "Restore from the checkpoint storage only until the disk is trusted again; turn it back on "
-                    "afterwards, it makes recovery faster. " + ALIGNED_ONLY))
+                    self.say("local recovery off", aligned_only=self.say("aligned only"))))
         if cause == "disk-full":
             localdirs = dirs.localdirs or [DEFAULT_TMP]
             patches.append(self.ops_patch(
-                "free the RocksDB disk",
-                "Give RocksDB's working directory room for the full state of every slot on the TaskManager (plus "
-                "compaction headroom), or point state.backend.rocksdb.localdir at a bigger local disk, then restart "
-                "from the same checkpoint; it was never the problem.",
+                "free the RocksDB disk", self.say("free the RocksDB disk"),
                 snippet="\n".join(f"df -h {d}; du -sh {d}/*" for d in localdirs)))
         if retained < RETAINED_CHECKPOINTS:
             patches.append(self.flink_patch(
                 incident, RETAINED_KEY, str(RETAINED_CHECKPOINTS),
-                f"Keep {RETAINED_CHECKPOINTS} completed checkpoints so there is an older one to restart from when "
-                f"the latest cannot be restored (currently {retained})."))
+                self.say("retain", retain=RETAINED_CHECKPOINTS, retained=retained)))
         if cause == "remote-checkpoint-corrupt" and not dirs.local_recovery:
             unaligned = cfg.get_bool("execution.checkpointing.unaligned.enabled")
             patches.append(self.flink_patch(
                 incident, LOCAL_RECOVERY_KEY, "true",
-                "Task-local recovery: a task that fails over to the same TaskManager restores from its local copy "
-                "instead of downloading the checkpoint (what a production Flink 1.16 deployment hitting this error did). It does not help when the "
-                "TaskManager is lost. " + ALIGNED_ONLY
-                + (" This job enables unaligned checkpoints, so it would gain nothing until they are off."
-                   if unaligned else "")))
+                self.say("local recovery on", aligned_only=self.say("aligned only"),
+                         unaligned=self.say("unaligned on") if unaligned else "")))
         return patches
 
     def _restart_patch(self, cfg, checkpoint, retained: int):
         if checkpoint is None or checkpoint.kind != "Checkpoint":
-            return self.ops_patch(
-                "restart from an older snapshot",
-                "Stop the job and start it from the previous retained checkpoint or the latest savepoint "
-                "(flink run -s <path>); if none exists, start without state only as a last resort.")
+            return self.ops_patch("restart from an older snapshot", self.say("older snapshot"))
         base = checkpoint.path or ""
         if "/chk-" in base:
             base = base.rsplit("/chk-", 1)[0]
@@ -263,12 +292,10 @@ class RocksDBRestoreCorruption(Detector):
             base = f"<checkpoint dir>/{checkpoint.job}"
         previous = checkpoint.checkpoint_id - 1
         if retained > 1 and previous > 0:
-            reason = (f"Checkpoint {checkpoint.checkpoint_id} cannot be restored; start from checkpoint {previous} "
-                      f"(retained: {retained}). With incremental checkpoints it may share the bad file: if it fails "
-                      f"the same way, use the latest savepoint.")
+            reason = self.say("previous checkpoint", checkpoint=checkpoint.checkpoint_id, previous=previous,
+                              retained=retained)
             snippet = f"flink run -s {base}/chk-{previous} <your job arguments>"
         else:
-            reason = (f"Checkpoint {checkpoint.checkpoint_id} cannot be restored and it is the only one retained "
-                      f"(num-retained {retained}): start from the latest savepoint; starting without state loses it.")
+            reason = self.say("only one retained", checkpoint=checkpoint.checkpoint_id, retained=retained)
             snippet = "flink run -s <latest savepoint path> <your job arguments>"
         return self.ops_patch("restart from an older snapshot", reason, snippet=snippet)

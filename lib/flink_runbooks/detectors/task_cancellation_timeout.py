@@ -163,6 +163,41 @@ class TaskCancellationTimeout(Detector):
                                 "gone, `jstack <TaskManager pid>` during the next cancellation."),
     )
 
+    templates = {
+        "head": "Task '{task}' did not exit within {limit} of being cancelled: the cancellation watchdog raised a "
+                "fatal error and the TaskManager JVM exited, failing every task it ran. ",
+        "head unconfirmed": "Task '{task}' did not react to being cancelled; whether it exited before {limit} is not "
+                            "in this excerpt (no 'Task did not exit gracefully' and no CANCELED state). ",
+        "stuck": "The task thread was {state} in {top}{job_frame}{close_path}. ",
+        "job frame": "; the job's own code on the stack: {frame}",
+        "close path": " (the operators' close path)",
+        "cancellation-timeout-too-low": "{summary} {limit} is below Flink's default of 3 min; the close was still "
+                                        "working when it ran out.",
+        "never returns": " A longer timeout would only delay the same kill: the code never returns.",
+        # evidence notes
+        "watchdog note": "the watchdog's fatal error: the TaskManager JVM exits",
+        "stuck note": "where the task thread was stuck: {top}",
+        "first interrupt note": "the first interrupt that did not stop the task",
+        "exit note": "the TaskManager process ends",
+        # patches
+        "react to cancellation": "{frame} kept the task thread after Flink interrupted it. Give every blocking call a "
+                                 "timeout, stop when the thread is interrupted (restore the flag and return or "
+                                 "throw), and never catch InterruptedException to retry. A longer "
+                                 "task.cancellation.timeout would not help: the code does not return at all.",
+        "default timeout": "The operators were still closing when {timeout} ran out; Flink's default ({default}) "
+                           "leaves a flush time to finish before the TaskManager is killed. Milliseconds, read by "
+                           "every release.",
+        "bound close": "A close() that flushes to an external system should give up after a bounded time (the data is "
+                       "replayed from the last checkpoint anyway), so no timeout has to be sized to the slowest "
+                       "flush.",
+        "thread dumps": "The thread was blocked in {top}, outside the job's code. Take `jstack` dumps of the "
+                        "TaskManager while the next cancellation hangs, and check that component (connector client "
+                        "timeouts, the file system, the external service it waits for).",
+        "restart the lost TaskManager": "The watchdog ends the whole TaskManager JVM. On Kubernetes or YARN a new one "
+                                        "is started; a standalone cluster needs `bin/taskmanager.sh start` on that "
+                                        "host, or the job waits for slots.",
+    }
+
     def detect(self, incident: Incident) -> list[Finding]:
         watchdog = [ev for ev in incident.events if WATCHDOG.search(ev.text)]
         reports = stuck_reports(incident)
@@ -218,12 +253,12 @@ class TaskCancellationTimeout(Detector):
             details["thread_state"] = _thread_state(decisive)
         summary = self._summary(cause, decisive, task, effective_ms, watchdog, exits, confirmed, lowered)
         evidence, notes = [], {}
-        for ev, note in ((watchdog[0] if watchdog else None, "the watchdog's fatal error: the TaskManager JVM exits"),
+        for ev, note in ((watchdog[0] if watchdog else None, self.say("watchdog note")),
                          (decisive.event if decisive else None,
-                          f"where the task thread was stuck: {decisive.top(3)}" if decisive else ""),
+                          self.say("stuck note", top=decisive.top(3)) if decisive else ""),
                          (reports[0].event if reports and decisive is not reports[0] else None,
-                          "the first interrupt that did not stop the task"),
-                         (exits[-1] if exits else None, "the TaskManager process ends")):
+                          self.say("first interrupt note")),
+                         (exits[-1] if exits else None, self.say("exit note"))):
             if ev is not None and all(ev is not e for e in evidence):
                 notes[len(evidence)] = note
                 evidence.append(ev)
@@ -233,25 +268,20 @@ class TaskCancellationTimeout(Detector):
 
     def _summary(self, cause, decisive, task, effective_ms, watchdog, exits, confirmed, lowered) -> str:
         limit = format_duration(effective_ms) if effective_ms is not None else "the cancellation timeout"
-        if confirmed:
-            head = (f"Task '{task or '?'}' did not exit within {limit} of being cancelled: the cancellation watchdog "
-                    "raised a fatal error and the TaskManager JVM exited, failing every task it ran. ")
-        else:
-            head = (f"Task '{task or '?'}' did not react to being cancelled; whether it exited before "
-                    f"{limit} is not in this excerpt (no 'Task did not exit gracefully' and no CANCELED state). ")
+        head = self.say("head" if confirmed else "head unconfirmed", task=task or '?', limit=limit)
         where = ""
         if decisive is not None:
-            state = _thread_state(decisive)
-            where = f"The task thread was {state} in {decisive.top(3)}"
+            job_frame = ""
             if decisive.user_frames:
                 c, m = decisive.user_frames[0]
-                where += f"; the job's own code on the stack: {c}.{m}"
-            where += " (the operators' close path). " if decisive.in_close_path else ". "
+                job_frame = self.say("job frame", frame=f"{c}.{m}")
+            where = self.say("stuck", state=_thread_state(decisive), top=decisive.top(3), job_frame=job_frame,
+                             close_path=self.say("close path") if decisive.in_close_path else "")
         body = self.cause(cause).summary
         if cause == "cancellation-timeout-too-low":
-            body += (f" {limit} is below Flink's default of 3 min; the close was still working when it ran out.")
+            body = self.say(cause, summary=body, limit=limit)
         elif cause == "user-code-ignores-cancellation" and lowered and decisive and not decisive.in_close_path:
-            body += " A longer timeout would only delay the same kill: the code never returns."
+            body += self.say("never returns")
         return head + where + body
 
     def _patches(self, incident, cause, decisive, effective_ms, timeout_ms):
@@ -260,32 +290,20 @@ class TaskCancellationTimeout(Detector):
             frame = f"{decisive.user_frames[0][0]}.{decisive.user_frames[0][1]}" if decisive.user_frames else "the job's code"
             patches.append(self.code_patch(
                 "let the job's code react to cancellation", _INTERRUPT_SNIPPET,
-                f"{frame} kept the task thread after Flink interrupted it. Give every blocking call a timeout, stop "
-                "when the thread is interrupted (restore the flag and return or throw), and never catch "
-                "InterruptedException to retry. A longer task.cancellation.timeout would not help: the code does not "
-                "return at all."))
+                self.say("react to cancellation", frame=frame)))
         elif cause == "cancellation-timeout-too-low":
             proposed = max(DEFAULT_TIMEOUT_MS, (effective_ms or 0) * 3)
             patches.append(self.flink_patch(
                 incident, "task.cancellation.timeout", str(proposed),
-                f"The operators were still closing when {format_duration(effective_ms)} ran out; Flink's default "
-                f"({format_duration(DEFAULT_TIMEOUT_MS)}) leaves a flush time to finish before the TaskManager is "
-                "killed. Milliseconds, read by every release."))
-            patches.append(self.code_patch(
-                "bound the time close() may take", _CLOSE_SNIPPET,
-                "A close() that flushes to an external system should give up after a bounded time (the data is "
-                "replayed from the last checkpoint anyway), so no timeout has to be sized to the slowest flush."))
+                self.say("default timeout", timeout=format_duration(effective_ms),
+                         default=format_duration(DEFAULT_TIMEOUT_MS))))
+            patches.append(self.code_patch("bound the time close() may take", _CLOSE_SNIPPET, self.say("bound close")))
         elif cause == "blocked-in-framework":
             top = decisive.top(3) if decisive else "?"
-            patches.append(self.ops_patch(
-                "take thread dumps while a cancellation hangs",
-                f"The thread was blocked in {top}, outside the job's code. Take `jstack` dumps of the TaskManager "
-                "while the next cancellation hangs, and check that component (connector client timeouts, the file "
-                "system, the external service it waits for)."))
+            patches.append(self.ops_patch("take thread dumps while a cancellation hangs",
+                                          self.say("thread dumps", top=top)))
         patches.append(self.ops_patch(
-            "restart the lost TaskManager",
-            "The watchdog ends the whole TaskManager JVM. On Kubernetes or YARN a new one is started; a standalone "
-            "cluster needs `bin/taskmanager.sh start` on that host, or the job waits for slots.",
+            "restart the lost TaskManager", self.say("restart the lost TaskManager"),
             snippet="bin/taskmanager.sh start"))
         return patches
 
