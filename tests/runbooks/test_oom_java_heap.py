@@ -1,6 +1,8 @@
 """Detector oom-java-heap: whose heap ran out and what filled it, patches sized with Flink's memory model."""
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from corpus import example, incident_from_text
@@ -229,3 +231,18 @@ def test_an_oom_without_frames_or_sizes_names_no_cause_and_says_what_to_collect(
     assert "Collect next: the full stack trace from the TaskManager log" in finding.summary
     assert not any(p.key.startswith("taskmanager.memory") for p in finding.patches)  # no size without a size
     assert finding.would_change.startswith("Frames of the heap state backend")
+
+
+def test_moving_heap_state_to_rocksdb_gives_managed_memory_back(tmp_path):
+    """A managed fraction lowered for the heap backend would starve RocksDB: the switch proposes removing it."""
+    incident = tmp_path / "incident"
+    shutil.copytree(example(SLUG, "heap-state-window-growth"), incident)
+    (incident / "expected.json").unlink()
+    conf = incident / "flink-conf.yaml"
+    conf.write_text(conf.read_text() + "\ntaskmanager.memory.managed.fraction: 0.1\n")
+    diagnosis = run_detectors(ingest([str(incident)]))
+    assert not diagnosis.errors
+    finding = next(f for f in diagnosis.findings if f.runbook == SLUG)
+    assert finding.root_cause.slug == "heap-state-backend"
+    managed = next(p for p in finding.patches if p.key == "taskmanager.memory.managed.fraction")
+    assert managed.proposed is None and managed.current == "0.1"

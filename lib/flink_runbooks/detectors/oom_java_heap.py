@@ -70,7 +70,8 @@ class OomJavaHeap(Detector):
                   "or the heap backend with checkpoints growing run after run.",
                   patches=("ops:savepoint before the backend switch",
                            "flink:execution.checkpointing.incremental", "flink:state.backend.type",
-                           "code:StreamExecutionEnvironment#setStateBackend", "ops:stay on the heap backend"),
+                           "code:StreamExecutionEnvironment#setStateBackend", "ops:stay on the heap backend",
+                           "flink:taskmanager.memory.managed.fraction"),
                   versions="1.x, 2.x; existing state moves to RocksDB only from 1.13, through a canonical "
                            "savepoint"),
         RootCause("user-code-holds-objects", "The job's own code (or a library it calls) keeps objects on the heap "
@@ -100,7 +101,8 @@ class OomJavaHeap(Detector):
                   "fatal-error handler in the JobManager log reports it.",
                   patches=("flink:env.java.opts.jobmanager", "flink:execution.checkpointing.dir",
                            "flink:jobmanager.memory.process.size", "flink:state.backend.type",
-                           "ops:one job per cluster", "flink:jobmanager.memory.*", "flink:execution.checkpointing.storage", "ops:checkpoint directory")),
+                           "ops:one job per cluster", "flink:jobmanager.memory.*", "flink:execution.checkpointing.storage",
+                           "ops:checkpoint directory", "flink:jobmanager.heap.size")),
     )
 
     wordings = (

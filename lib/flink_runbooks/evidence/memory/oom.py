@@ -515,11 +515,14 @@ def grow_jobmanager_pool(incident: Incident, pool: str, factor: float) -> dict[s
 
     The pool's own key is set when it is configured (``heap.size``, ``jvm-metaspace.size``); a configured total
     (``process.size``, ``flink.size``) grows by the smallest whole number of mebibytes that gives the pool its
-    target without shrinking the others. Before 1.11 (no model) the legacy ``jobmanager.heap.size`` is scaled.
+    target without shrinking the others. Before 1.11 (no model) the legacy ``jobmanager.heap.size`` is scaled; no
+    key sized the other pools then.
     """
     version = incident.version_tuple
     conf = user_jobmanager_config(incident)
     if version is not None and tuple(version[:2]) < (1, 11):
+        if pool != "heap":
+            return {}
         heap = parse_memory_size(conf.get("jobmanager.heap.size")) or 1024 * MIB
         return {"jobmanager.heap.size": _mib(int(heap * factor))}
     deployment = deployment_of(incident)
