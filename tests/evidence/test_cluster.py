@@ -1,31 +1,8 @@
 """cluster.py: the TaskManager inventory, losses and what surrounds them, restart strategies and budgets."""
 from __future__ import annotations
 
-from corpus import incident_from_text
+from corpus import incident_from_text, incident_of, line
 from flink_runbooks.evidence import cluster
-from flink_runbooks.model import Incident
-
-
-def incident_of(files: dict[str, str], config: dict[str, str] | None = None, version: str | None = None) -> Incident:
-    """An incident of several log files (``taskmanager*`` names are TaskManager logs), in time order as ingest does."""
-    events = []
-    for name, text in files.items():
-        part = incident_from_text(text, file=name)
-        for ev in part.events:
-            ev.role = "taskmanager" if name.startswith("taskmanager") else "jobmanager"
-        events += part.events
-    base = incident_from_text("", config, version)
-    last: dict[str, str] = {}
-    keyed = []
-    for ev in sorted(events, key=lambda e: (e.file, e.line)):
-        last[ev.file] = ev.ts or last.get(ev.file, "")
-        keyed.append(((last[ev.file], ev.file, ev.line), ev))
-    base.events = [ev for _, ev in sorted(keyed, key=lambda kv: kv[0])]
-    return base
-
-
-def line(ts: str, msg: str, level: str = "INFO", logger: str = "org.apache.flink.runtime.executiongraph.ExecutionGraph") -> str:
-    return f"2024-03-01 {ts} {level:<5} {logger:<60} [] - {msg}"
 
 
 JM_REGISTRATIONS = "\n".join([

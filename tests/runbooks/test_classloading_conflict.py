@@ -3,7 +3,7 @@ are told apart from the exception's own words and the classpath Flink logged."""
 from __future__ import annotations
 
 from corpus import example, incident_from_text
-from test_cluster import line
+from corpus import line
 from flink_runbooks.diagnose import ingest
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors

@@ -3,7 +3,7 @@ place of the SQL jar, the SQL client's session without the jar, a program withou
 from __future__ import annotations
 
 from corpus import example, incident_from_text
-from test_cluster import line
+from corpus import line
 from flink_runbooks.diagnose import ingest
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors

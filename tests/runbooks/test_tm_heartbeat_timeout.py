@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from corpus import example, incident_from_text
-from test_cluster import incident_of, line
+from corpus import incident_of, line
 from flink_runbooks.detectors import get_detector
 from flink_runbooks.diagnose import run_detectors
 from flink_runbooks.diagnose import ingest

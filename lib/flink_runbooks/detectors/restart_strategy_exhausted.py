@@ -139,7 +139,7 @@ class RestartStrategyExhausted(Detector):
         else:
             cause = "restart-budget-too-small"
         recurring = named[-1][2]
-        runbook = _runbook_for(self, recurring)
+        runbook = _runbook_for(self, recurring, incident)
         times = [ep.start if ep else ev.ts for ep, ev, *_ in named]
         restarts = sum(1 for ep in eps if ep.outcome == "restarting")
         span = seconds_between(times[0], times[-1]) if len(times) > 1 else None
@@ -227,23 +227,34 @@ def _normalise(text: str) -> str:
     return _VOLATILE.sub("#", text).strip()
 
 
-def _runbook_for(me: Detector, fault: str) -> str | None:
-    """The runbook (other than the umbrella ones) whose signature or exception class names this fault."""
+def _runbook_for(me: Detector, fault: str, incident: Incident) -> str | None:
+    """The runbook (other than the umbrella ones) whose signature or exception class names this fault. A class of
+    the JDK (IllegalStateException, UnsupportedOperationException...) is thrown for any reason: it names a runbook
+    only when that runbook's own judgement finds its failure in the incident."""
     from flink_runbooks.detectors import all_detectors
 
     best = None
+    cls = fault.split(":", 1)[0].strip()
+    jdk = cls.startswith(("java.", "javax."))
     for d in all_detectors():
         if d.slug == me.slug or d.layer >= 2:
             continue
         starts = [m.start() for sig in d.signatures for m in [re.search(sig, fault)] if m]
-        cls = fault.split(":", 1)[0].strip()
-        if not starts and cls in d.exception_classes and cls.rsplit(".", 1)[-1] not in ("TimeoutException", "IOException"):
+        if (not starts and cls in d.exception_classes and cls.rsplit(".", 1)[-1] not in ("TimeoutException", "IOException")
+                and (not jdk or _finds_failure(d, incident))):
             starts = [len(fault)]
         if starts:
             rank = (min(starts), cls not in d.exception_classes, d.layer)
             if best is None or rank < best[0]:
                 best = (rank, d.slug)
     return best[1] if best else None
+
+
+def _finds_failure(detector: Detector, incident: Incident) -> bool:
+    try:
+        return any(f.severity == "failure" for f in detector.detect(incident))
+    except Exception:  # noqa: BLE001 - its own failure is reported where it runs; here it only names nothing
+        return False
 
 
 def _resubmit_path(incident: Incident, job: str | None) -> str:
