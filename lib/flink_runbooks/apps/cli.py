@@ -50,7 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     d = sub.add_parser("diagnose", help="diagnose an incident and print findings with evidence and patches")
     d.add_argument("paths", nargs="+", metavar="PATH",
                    help="log files, directories (recursive), globs or Hadoop URIs, plus flink-conf.yaml/config.yaml; "
-                        "'-' reads a pasted excerpt from standard input")
+                        "'-' reads a pasted excerpt from standard input; an http(s):// URL of a JobManager is pulled "
+                        "first (see `pull`)")
     d.add_argument("--flink-version", type=flink_version,
                    help="the Flink version, when the logs do not tell (e.g. 1.18.1); a version the logs print wins")
     d.add_argument("--format", choices=("text", "json"), default="text")
@@ -58,6 +59,15 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--save-incident", metavar="DIR",
                    help="also save the structured incident (Parquet + JSON) for notebooks: incident_cache=DIR")
     _spark_options(d)
+
+    _pull_options(d, required_out=False)
+
+    pl = sub.add_parser("pull", help="pull logs, configuration and REST documents from a running cluster's JobManager "
+                                     "into an incident folder (read-only GETs, redacted as written)")
+    pl.add_argument("url", metavar="URL", help="the JobManager's (or HistoryServer's) REST address, e.g. "
+                                               "http://jobmanager:8081; credentials from FLINK_RUNBOOKS_REST_TOKEN, "
+                                               "FLINK_RUNBOOKS_REST_USER/_PASSWORD or ~/.netrc")
+    _pull_options(pl, required_out=True)
 
     t = sub.add_parser("triage", help="diagnose, run the matching runbook notebooks, write a report and patches")
     t.add_argument("paths", nargs="+", metavar="PATH", help="the incident's logs and config files (as for diagnose)")
@@ -124,6 +134,77 @@ def _selected_detectors(spec: str | None):
     return [get_detector(s.strip()) for s in spec.split(",") if s.strip()]
 
 
+def _pull_options(p: argparse.ArgumentParser, *, required_out: bool) -> None:
+    from flink_runbooks.collect import rest
+
+    if required_out:
+        p.add_argument("--out", required=True, metavar="DIR", help="the incident folder to write (new or empty)")
+    else:
+        p.add_argument("--pull-dir", metavar="DIR",
+                       help="where a pulled URL's incident folder goes (default: a new folder in the system's "
+                            "temporary directory, named on standard error)")
+    p.add_argument("--job", metavar="ID|NAME", help="the job to pull (default: the jobs that failed, are failing or "
+                                                     "restart, else every running job)")
+    p.add_argument("--timeout", type=float, default=rest.REQUEST_TIMEOUT_S, metavar="S",
+                   help="seconds to wait for each request (default %(default)g)")
+    p.add_argument("--ca-cert", metavar="FILE", help="CA certificate(s) to trust for https")
+    p.add_argument("--insecure", action="store_true", help="do not check the server's TLS certificate (said in the "
+                                                           "output and the manifest)")
+
+
+def _pull(url: str, out: str, args, progress=None):
+    from flink_runbooks.collect import rest
+
+    report = rest.pull(url, out, job=args.job, timeout=args.timeout, ca_cert=args.ca_cert, insecure=args.insecure,
+                       progress=progress)
+    for warning in report.warnings:
+        _say(f"warning: {warning}")
+    return report
+
+
+@contextlib.contextmanager
+def _urls_pulled(paths: list[str], args, progress):
+    """Each http(s):// URL among the paths pulled into an incident folder first (kept: the findings point into it)."""
+    from flink_runbooks.collect.rest import is_rest_url
+
+    if not any(is_rest_url(p) for p in paths):
+        yield paths
+        return
+    out = []
+    for i, path in enumerate(paths):
+        if not is_rest_url(path):
+            out.append(path)
+            continue
+        if args.pull_dir:
+            folder = os.path.join(args.pull_dir, f"pull-{i}") if sum(map(is_rest_url, paths)) > 1 else args.pull_dir
+        else:
+            folder = tempfile.mkdtemp(prefix="flink-runbooks-pull-")
+        report = _pull(path, folder, args, progress)
+        _say(f"pulled {report.source} into {report.out}" + (" (partial)" if report.partial else ""))
+        out.append(str(report.out))
+    yield out
+
+
+def cmd_pull(args) -> int:
+    from flink_runbooks.collect.progress import for_stderr
+    from flink_runbooks.collect.rest import PullError
+
+    progress = for_stderr()
+    try:
+        report = _pull(args.url, args.out, args, progress)
+    except PullError as exc:
+        if progress:
+            progress.done()
+        _say(exc)
+        return EXIT_BAD_INPUT
+    if progress:
+        progress.done()
+    print(f"pulled {report.source} (Flink {report.flink_version or 'version unknown'}) into {report.out}: "
+          f"{len(report.jobs)} job(s), {len(report.logs)} log file(s)" + (", partial" if report.partial else ""))
+    print(f"diagnose it with: flink-runbooks diagnose {report.out}")
+    return EXIT_CLEAN
+
+
 def cmd_diagnose(args) -> int:
     from flink_runbooks.collect.progress import for_stderr
     from flink_runbooks.diagnose import run_detectors
@@ -138,11 +219,13 @@ def cmd_diagnose(args) -> int:
     except KeyError as exc:
         _say(exc.args[0])
         return EXIT_BAD_INPUT
+    from flink_runbooks.collect.rest import PullError
+
     try:
-        with _stdin_as_file(args.paths) as paths:
+        with _stdin_as_file(args.paths) as pasted, _urls_pulled(pasted, args, progress) as paths:
             check_local_paths(paths)
             incident = ingest(paths, _requested_spark(args), flink_version=args.flink_version, progress=progress)
-    except (InputError, SparkUnavailable) as exc:
+    except (InputError, SparkUnavailable, PullError) as exc:
         if progress:
             progress.done()
         _say(exc)
@@ -305,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     handler = {"diagnose": cmd_diagnose, "triage": cmd_triage, "serve": cmd_serve, "site": cmd_site,
-               "runbooks": cmd_runbooks, "new-runbook": cmd_new_runbook}[args.command]
+               "runbooks": cmd_runbooks, "new-runbook": cmd_new_runbook, "pull": cmd_pull}[args.command]
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread and args.command != "serve" else None
     try:

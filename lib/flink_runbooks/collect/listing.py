@@ -3,6 +3,7 @@ and skipped files, each bad file (unreadable, broken gzip, a link out of the inp
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -192,9 +193,11 @@ def _walk(top: str, listed: ListedInputs, seen: set[str]) -> None:
             listed.warnings.append(f"{shown_path(current)} cannot be listed ({exc.strerror or exc}); skipped")
             continue
         subdirs = []
+        # A folder pulled from a cluster (collect.rest) keeps its REST documents beside the logs: they are not logs.
+        pulled = _is_pulled_bundle(current)
         for entry in reversed(entries):
             path = entry.path
-            if entry.name.startswith((".", "_")):
+            if entry.name.startswith((".", "_")) or (pulled and entry.name in PULLED_DOCUMENTS):
                 continue
             if entry.is_symlink():
                 real = os.path.realpath(path)
@@ -215,6 +218,23 @@ def _walk(top: str, listed: ListedInputs, seen: set[str]) -> None:
             else:
                 _add_local_file(path, listed, seen, explicit=False)
         stack.extend(reversed(subdirs))
+
+
+PULL_MANIFEST = "manifest.json"
+PULLED_DOCUMENTS = (PULL_MANIFEST, "rest")
+
+
+def _is_pulled_bundle(folder: str) -> bool:
+    """The folder was written by ``flink-runbooks pull``: its manifest names the cluster it came from."""
+    manifest = os.path.join(folder, PULL_MANIFEST)
+    try:
+        if os.path.getsize(manifest) > 16 << 20:
+            return False
+        with open(manifest, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except (OSError, ValueError):
+        return False
+    return isinstance(doc, dict) and "source" in doc and "requests" in doc
 
 
 def _add_local_file(path: str, listed: ListedInputs, seen: set[str], explicit: bool) -> None:

@@ -1,0 +1,383 @@
+"""Pull an incident from a running Flink cluster: read-only GETs of the JobManager's REST API, written as an incident
+bundle that the ordinary ingestion reads (and a user can attach to a ticket).
+
+The bundle (``pull(url, out)``):
+
+- ``manifest.json``: where and when it was pulled from (the URL without credentials), the Flink version, every
+  request with its status or error, what was cut (logs over the size cap keep their newest bytes) and whether the
+  pull is partial;
+- ``flink-conf.yaml`` (``config.yaml`` for 2.x): the cluster's effective configuration (``/jobmanager/config``) as
+  ``key: value`` lines, so the configuration parser reads it like a file;
+- ``rest/``: the REST documents as JSON (``/config``, ``/jobs/overview``, per job its details, exception history,
+  checkpoints and configuration, per TaskManager its details);
+- ``log/jobmanager/`` and ``log/taskmanager-<id>/``: the log files the cluster serves, under their own names.
+
+Everything is redacted as it is written (secret values of the configuration, keys and tokens in log lines), so no
+secret reaches the disk. Endpoints and JSON shapes are those of Flink 1.13 to 2.x (``*Headers`` classes of
+``flink-runtime``'s REST messages): ``/jobs/:jobid/exceptions`` with ``exceptionHistory`` since 1.13, the log list
+and log file handlers of the JobManager and TaskManagers since 1.11.
+"""
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import netrc
+import os
+import pathlib
+import re
+import socket
+import ssl
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from flink_runbooks.parse.redact import redact_data, redact_text, redact_value
+from flink_runbooks.vocabulary.versions import FlinkVersion
+
+# Credentials are read from the environment (never from a command line that ps shows) or from ~/.netrc.
+TOKEN_ENV = "FLINK_RUNBOOKS_REST_TOKEN"
+USER_ENV, PASSWORD_ENV = "FLINK_RUNBOOKS_REST_USER", "FLINK_RUNBOOKS_REST_PASSWORD"
+
+REQUEST_TIMEOUT_S = 10.0
+PULL_TIMEOUT_S = 180.0
+MAX_LOG_BYTES = 64 << 20  # per log file; the newest bytes are kept
+MAX_EXCEPTIONS = 20
+MAX_JOBS = 5
+_CHUNK = 1 << 20
+# Jobs worth a diagnosis first: those that failed, are failing or restart.
+TROUBLED_STATES = ("FAILED", "FAILING", "RESTARTING")
+JOB_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+class PullError(Exception):
+    """The cluster cannot be pulled from as asked; one line for the user (exit 2)."""
+
+
+def is_rest_url(text: str) -> bool:
+    return bool(re.match(r"^https?://", text.strip(), re.IGNORECASE))
+
+
+def shown_url(url: str) -> str:
+    """The URL without credentials, as it may be printed and written."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"[{host}]" if ":" in host else host
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+@dataclass
+class Request:
+    path: str
+    status: int | None = None
+    bytes: int = 0
+    error: str | None = None
+
+
+@dataclass
+class RestClient:
+    """GETs against one JobManager (or HistoryServer): a timeout per request and a deadline for the whole pull."""
+
+    url: str
+    timeout: float = REQUEST_TIMEOUT_S
+    total_timeout: float = PULL_TIMEOUT_S
+    ca_cert: str | None = None
+    insecure: bool = False
+    requests: list[Request] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not is_rest_url(self.url):
+            raise PullError(f"{self.url!r} is not an http:// or https:// URL of a Flink JobManager")
+        parts = urllib.parse.urlsplit(self.url.strip())
+        self.base = shown_url(self.url.strip())
+        self._auth = _authorization(parts)
+        self._deadline = time.monotonic() + self.total_timeout
+        self._context = None
+        if parts.scheme.lower() == "https":
+            if self.insecure:
+                self._context = ssl._create_unverified_context()  # the user asked for it; the manifest says so
+            else:
+                try:
+                    self._context = ssl.create_default_context(cafile=self.ca_cert)
+                except (OSError, ssl.SSLError) as exc:
+                    raise PullError(f"cannot read the CA certificate {self.ca_cert}: {exc}") from None
+
+    def _open(self, path: str):
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise PullError(f"the pull from {self.base} took longer than {self.total_timeout:g} s and was stopped")
+        headers = {"Accept": "application/json, text/plain"}
+        if self._auth:
+            headers["Authorization"] = self._auth
+        request = urllib.request.Request(self.base + path, headers=headers, method="GET")
+        return urllib.request.urlopen(request, timeout=min(self.timeout, left), context=self._context)
+
+    def get_json(self, path: str) -> Any:
+        record = Request(urllib.parse.unquote(path))
+        self.requests.append(record)
+        try:
+            with self._open(path) as response:
+                body = response.read()
+                record.status, record.bytes = response.status, len(body)
+        except urllib.error.HTTPError as exc:
+            record.status, record.error = exc.code, f"HTTP {exc.code} {exc.reason}"
+            raise PullError(f"GET {self.base}{record.path}: HTTP {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, OSError, socket.timeout) as exc:
+            record.error = _reason(exc)
+            raise PullError(f"GET {self.base}{record.path}: {record.error}") from None
+        try:
+            return json.loads(body)
+        except ValueError:
+            record.error = "not JSON"
+            raise PullError(f"GET {self.base}{record.path} did not answer with JSON") from None
+
+    def get_to_file(self, path: str, dest: pathlib.Path, cap: int) -> tuple[int, bool]:
+        """Stream a text document to ``dest``, redacted line by line; over ``cap`` bytes, only the newest ``cap``
+        bytes are kept (from a line start). Returns the bytes read and whether it was cut."""
+        record = Request(urllib.parse.unquote(path))
+        self.requests.append(record)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        raw = dest.with_name(dest.name + ".part")
+        total = 0
+        try:
+            with self._open(path) as response, open(raw, "wb") as out:
+                record.status = response.status
+                while chunk := response.read(_CHUNK):
+                    out.write(chunk)
+                    total += len(chunk)
+                    if time.monotonic() > self._deadline:
+                        raise PullError(f"the pull from {self.base} took longer than {self.total_timeout:g} s and "
+                                        f"was stopped while reading {record.path}")
+        except urllib.error.HTTPError as exc:
+            record.status, record.error = exc.code, f"HTTP {exc.code} {exc.reason}"
+            raw.unlink(missing_ok=True)
+            raise PullError(f"GET {self.base}{record.path}: HTTP {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, OSError, socket.timeout) as exc:
+            record.error = _reason(exc)
+            raw.unlink(missing_ok=True)
+            raise PullError(f"GET {self.base}{record.path}: {record.error}") from None
+        record.bytes = total
+        cut = total > cap
+        with open(raw, "rb") as src, open(dest, "w", encoding="utf-8") as out:
+            if cut:
+                src.seek(total - cap)
+                src.readline()  # the rest of a line cut in the middle
+            for line in src:
+                out.write(redact_text(line.decode("utf-8", errors="replace")))
+        raw.unlink()
+        return total, cut
+
+
+def _reason(exc: BaseException) -> str:
+    reason = getattr(exc, "reason", exc)
+    if isinstance(reason, ssl.SSLCertVerificationError) or isinstance(exc, ssl.SSLCertVerificationError):
+        return f"TLS certificate not trusted ({getattr(reason, 'verify_message', reason)}); pass --ca-cert FILE"
+    if isinstance(reason, (socket.timeout, TimeoutError)) or "timed out" in str(reason):
+        return "no answer in time (timed out)"
+    if isinstance(reason, ConnectionRefusedError):
+        return "connection refused (is the JobManager's REST endpoint on this host and port?)"
+    if isinstance(reason, socket.gaierror):
+        return f"unknown host ({reason.strerror or reason})"
+    return str(reason)
+
+
+def _authorization(parts: urllib.parse.SplitResult) -> str | None:
+    """Bearer token or basic credentials: from the environment, the URL's user info, or ~/.netrc."""
+    if os.environ.get(TOKEN_ENV):
+        return "Bearer " + os.environ[TOKEN_ENV]
+    user, password = os.environ.get(USER_ENV), os.environ.get(PASSWORD_ENV)
+    if not user and parts.username:
+        user, password = urllib.parse.unquote(parts.username), urllib.parse.unquote(parts.password or "")
+    if not user and parts.hostname:
+        try:
+            found = netrc.netrc().authenticators(parts.hostname)
+        except (OSError, netrc.NetrcParseError):
+            found = None
+        if found:
+            user, password = found[0], found[2]
+    if not user:
+        return None
+    return "Basic " + base64.b64encode(f"{user}:{password or ''}".encode()).decode()
+
+
+# --------------------------------------------------------------------------------------------------------- the bundle
+
+@dataclass
+class PullReport:
+    out: pathlib.Path
+    source: str
+    flink_version: str | None
+    jobs: list[str] = field(default_factory=list)
+    logs: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    partial: bool = False
+
+
+def pull(url: str, out: str | os.PathLike, *, job: str | None = None, timeout: float = REQUEST_TIMEOUT_S,
+         total_timeout: float = PULL_TIMEOUT_S, max_log_bytes: int = MAX_LOG_BYTES, ca_cert: str | None = None,
+         insecure: bool = False, progress: Callable[[str], None] | None = None) -> PullReport:
+    """Pull what a diagnosis needs from the cluster behind ``url`` into the folder ``out`` (created; an existing
+    non-empty folder is refused, nothing is overwritten). Raises :class:`PullError` when nothing can be pulled; a
+    failure after the cluster answered keeps what was pulled, marked partial in the manifest."""
+    client = RestClient(url, timeout=timeout, total_timeout=total_timeout, ca_cert=ca_cert, insecure=insecure)
+    root = pathlib.Path(out)
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise PullError(f"{root} already exists and is not an empty folder; nothing was written")
+    say = progress or (lambda _message: None)
+    dashboard = client.get_json("/config")
+    if not isinstance(dashboard, dict) or "flink-version" not in dashboard:
+        raise PullError(f"{client.base} answered, but not as a Flink REST endpoint (GET /config has no flink-version)")
+    overview = client.get_json("/jobs/overview")
+    jobs = _chosen_jobs(client, overview, job)  # an unknown job is refused before anything is written
+    root.mkdir(parents=True, exist_ok=True)
+    version = str(dashboard.get("flink-version") or "") or None
+    report = PullReport(root, client.base, version)
+    if insecure:
+        report.warnings.append("TLS certificate checks were switched off (--insecure)")
+    started = datetime.datetime.now(datetime.timezone.utc)
+    _write_json(root / "rest" / "config.json", dashboard)
+    _write_json(root / "rest" / "jobs-overview.json", overview)
+    try:
+        say(f"pulling from {client.base} (Flink {version or 'unknown'})")
+        _pull_configuration(client, root, version, report)
+        _pull_jobs(client, root, jobs, report, say)
+        _pull_logs(client, root, max_log_bytes, report, say)
+    except PullError as exc:
+        report.partial = True
+        report.warnings.append(f"the pull stopped early, the bundle is partial: {exc}")
+    manifest = {
+        "source": client.base,
+        "pulled_at": started.isoformat(timespec="seconds"),
+        "flink_version": version,
+        "partial": report.partial,
+        "insecure_tls": insecure,
+        "jobs": report.jobs,
+        "logs": report.logs,
+        "warnings": report.warnings,
+        "requests": [{"path": r.path, "status": r.status, "bytes": r.bytes, **({"error": r.error} if r.error else {})}
+                     for r in client.requests],
+    }
+    _write_json(root / "manifest.json", manifest)
+    return report
+
+
+def _redacted(doc: Any) -> Any:
+    """A REST document with the value of every sensitive key masked (a job's ``user-config``, ``{"key": k,
+    "value": v}`` entries) and every string scrubbed of credential-shaped text."""
+    if isinstance(doc, dict):
+        named = doc.get("key") if isinstance(doc.get("key"), str) and "value" in doc else None
+        return {k: (redact_value(named, v) if k == "value" and named and isinstance(v, str) else
+                    redact_value(k, v) if isinstance(v, str) else _redacted(v)) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_redacted(v) for v in doc]
+    return redact_data(doc)
+
+
+def _write_json(path: pathlib.Path, doc: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(_redacted(doc), indent=1, sort_keys=True) + "\n")
+
+
+def _pull_configuration(client: RestClient, root: pathlib.Path, version: str | None, report: PullReport) -> None:
+    entries = _redacted([e for e in (client.get_json("/jobmanager/config") or []) if isinstance(e, dict)])
+    _write_json(root / "rest" / "jobmanager-config.json", entries)
+    # 2.x reads only config.yaml; flat "key: value" lines are valid in both formats.
+    v = FlinkVersion.parse(version)
+    name = "config.yaml" if v is not None and v >= (2, 0) else "flink-conf.yaml"
+    lines = [f"# The effective configuration of {client.base} (GET /jobmanager/config), as pulled; a proposal to "
+             "change it is never applied here."]
+    for entry in sorted(entries, key=lambda e: str(e.get("key"))):
+        key, value = str(entry.get("key", "")), entry.get("value")
+        if key and value is not None:
+            lines.append(f"{key}: {value}")
+    (root / name).write_text("\n".join(lines) + "\n")
+
+
+def _chosen_jobs(client: RestClient, overview: Any, wanted: str | None) -> list[dict]:
+    """The job asked for (by id or name), else those that failed, are failing or restart, else the running ones,
+    else all: the newest first, at most MAX_JOBS."""
+    jobs = [j for j in (overview or {}).get("jobs", []) if isinstance(j, dict)]
+    if wanted:
+        chosen = [j for j in jobs if j.get("jid") == wanted or j.get("name") == wanted]
+        if not chosen:
+            known = ", ".join(f"{j.get('name')} ({j.get('jid')})" for j in jobs[:5]) or "none"
+            raise PullError(f"no job {wanted!r} on {client.base} (jobs: {known})")
+    else:
+        troubled = [j for j in jobs if j.get("state") in TROUBLED_STATES]
+        running = [j for j in jobs if j.get("state") == "RUNNING"]
+        chosen = troubled or running or jobs
+    return sorted(chosen, key=lambda j: -(j.get("start-time") or 0))[:MAX_JOBS]
+
+
+def _pull_jobs(client: RestClient, root: pathlib.Path, chosen: list[dict], report: PullReport, say) -> None:
+    for j in chosen:
+        jid = str(j.get("jid", ""))
+        if not JOB_ID.match(jid):
+            continue
+        say(f"job {j.get('name')} ({jid}, {j.get('state')})")
+        report.jobs.append(jid)
+        for name, path in (("job", f"/jobs/{jid}"),
+                           ("exceptions", f"/jobs/{jid}/exceptions?maxExceptions={MAX_EXCEPTIONS}"),
+                           ("checkpoints", f"/jobs/{jid}/checkpoints"),
+                           ("checkpoints-config", f"/jobs/{jid}/checkpoints/config"),
+                           ("config", f"/jobs/{jid}/config")):
+            try:
+                _write_json(root / "rest" / "jobs" / jid / f"{name}.json", client.get_json(path))
+            except PullError as exc:
+                # a job without checkpointing answers 404 on its checkpoint documents
+                report.warnings.append(str(exc))
+
+
+def _pull_logs(client: RestClient, root: pathlib.Path, cap: int, report: PullReport, say) -> None:
+    # Processes on one host often share a log directory, and each serves all of it: a file already pulled (same name
+    # and size) is not pulled again.
+    pulled: set[tuple[str, int]] = set()
+
+    def fetch(listing: str, prefix: str, folder: pathlib.Path) -> None:
+        try:
+            files = (client.get_json(listing) or {}).get("logs", [])
+        except PullError as exc:
+            report.warnings.append(f"{exc} (its logs are not in the bundle)")
+            return
+        for entry in files:
+            name, size = str(entry.get("name", "")), int(entry.get("size") or 0)
+            if not re.fullmatch(r"[\w.@+-]+", name) or not re.search(r"\.(?:log|out)(?:\.\d+)?$", name):
+                continue  # GC logs, profiler output and names that are not plain file names
+            if (name, size) in pulled:
+                continue
+            pulled.add((name, size))
+            dest = folder / name
+            try:
+                total, cut = client.get_to_file(f"{prefix}/{urllib.parse.quote(name)}", dest, cap)
+            except PullError as exc:
+                report.warnings.append(f"{exc} (this log is not in the bundle)")
+                continue
+            report.logs.append(str(dest.relative_to(root)))
+            if cut:
+                report.warnings.append(f"{dest.relative_to(root)}: {total / (1 << 20):,.1f} MiB, only the newest "
+                                       f"{cap >> 20} MiB kept")
+
+    say("JobManager logs")
+    fetch("/jobmanager/logs", "/jobmanager/logs", root / "log" / "jobmanager")
+    managers = client.get_json("/taskmanagers")
+    _write_json(root / "rest" / "taskmanagers.json", managers)
+    for tm in (managers or {}).get("taskmanagers", []):
+        tm_id = str(tm.get("id", ""))
+        if not re.fullmatch(r"[\w.:@-]+", tm_id):
+            continue
+        quoted = urllib.parse.quote(tm_id, safe="")
+        say(f"TaskManager {tm_id}")
+        try:
+            _write_json(root / "rest" / "taskmanagers" / f"{_safe(tm_id)}.json", client.get_json(f"/taskmanagers/{quoted}"))
+        except PullError as exc:
+            report.warnings.append(str(exc))
+        fetch(f"/taskmanagers/{quoted}/logs", f"/taskmanagers/{quoted}/logs", root / "log" / f"taskmanager-{_safe(tm_id)}")
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^\w.-]", "_", name)

@@ -1,0 +1,247 @@
+"""Pulling an incident from a cluster's REST API: the bundle, redaction as it is written, and every way a pull fails.
+
+The cluster's answers are genuine responses of Flink 1.20.3 (tests/collect/rest_responses/README.md), served from a
+loopback HTTP server; the live tier (tests/apps/test_live.py) pulls from a running Flink."""
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+import pytest
+from corpus import ROOT
+from flink_runbooks.collect import rest
+
+RECORDED = ROOT / "tests" / "collect" / "rest_responses" / "flink-1.20.3"
+JOB = "07c9d40d8814a6b09219d4b848236f00"
+TM = "127.0.0.1:33099-2ce93c"
+PLANTED = "hunter2-planted-in-the-cluster"
+CLI = [sys.executable, "-m", "flink_runbooks.apps.cli"]
+
+
+def _recorded_name(path: str) -> str:
+    return path.lstrip("/").replace("/", "__").replace("?", "__").replace("=", "__")
+
+
+class _Cluster(http.server.BaseHTTPRequestHandler):
+    """Answers as the recorded cluster did; ``faults`` (path -> HTTP status or "hang") and ``headers`` are set by a
+    test."""
+
+    faults: dict = {}
+    seen: list = []
+
+    def do_GET(self):  # noqa: N802 - the handler's name in http.server
+        self.path = urllib.parse.unquote(self.path)
+        type(self).seen.append((self.path, self.headers.get("Authorization")))
+        fault = self.faults.get(self.path)
+        if fault == "hang":
+            time.sleep(5)
+            return
+        if isinstance(fault, int):
+            self.send_error(fault)
+            return
+        body = self._body()
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self) -> bytes | None:
+        for prefix in ("/jobmanager/logs/", f"/taskmanagers/{TM}/logs/"):
+            if self.path.startswith(prefix):
+                name = self.path[len(prefix):]
+                log = RECORDED / "logs" / name
+                if name == "flink--taskexecutor-0-vm.log":
+                    # a Kafka client's JAAS line with a password, as a misconfigured client logs it
+                    return log.read_bytes() + (
+                        b"2026-11-27 23:29:59,000 INFO  org.apache.kafka.clients.consumer.ConsumerConfig [] - "
+                        b"sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
+                        b"username=\"orders\" password=\"" + PLANTED.encode() + b"\";\n")
+                return log.read_bytes() if log.is_file() else (b"" if name.endswith(".out") else None)
+        recorded = RECORDED / _recorded_name(self.path)
+        if not recorded.is_file():
+            return None
+        if self.path == f"/jobs/{JOB}/config":
+            doc = json.loads(recorded.read_text())
+            doc.setdefault("execution-config", {})["user-config"] = {"db.password": PLANTED, "db.user": "orders"}
+            return json.dumps(doc).encode()
+        return recorded.read_bytes()
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+@pytest.fixture
+def cluster():
+    _Cluster.faults, _Cluster.seen = {}, []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Cluster)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_pull_is_an_incident_bundle_with_a_manifest(cluster, tmp_path):
+    report = rest.pull(cluster, tmp_path / "bundle")
+    bundle = tmp_path / "bundle"
+    assert report.flink_version == "1.20.3" and report.jobs == [JOB] and not report.partial
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["source"] == cluster and manifest["flink_version"] == "1.20.3" and manifest["partial"] is False
+    assert {r["path"] for r in manifest["requests"]} >= {"/config", "/jobmanager/config", "/jobs/overview",
+                                                          f"/jobs/{JOB}/exceptions?maxExceptions=20", "/taskmanagers"}
+    assert (bundle / "rest" / "jobs" / JOB / "exceptions.json").is_file()
+    assert "order 300 has no customer" in (bundle / "rest" / "jobs" / JOB / "exceptions.json").read_text()
+    # the effective configuration as a file the parser reads, named as the release reads it
+    conf = (bundle / "flink-conf.yaml").read_text()
+    assert "rest.port: 18081" in conf and "s3.secret-key: ******" in conf
+    # the JobManager and the TaskManager serve the same shared log folder: each file is pulled once
+    logs = sorted(p.name for p in (bundle / "log").rglob("*") if p.is_file())
+    assert logs == sorted(["flink--client-vm.log", "flink--standalonesession-0-vm.log", "flink--taskexecutor-0-vm.log",
+                           "flink--taskexecutor-0-vm.out", "flink--standalonesession-0-vm.out"])
+
+
+def test_no_secret_of_the_cluster_reaches_the_bundle(cluster, tmp_path):
+    rest.pull(cluster, tmp_path / "bundle")
+    written = [p for p in (tmp_path / "bundle").rglob("*") if p.is_file()]
+    assert written and not [str(p) for p in written if PLANTED in p.read_text(errors="replace")]
+    config = json.loads((tmp_path / "bundle" / "rest" / "jobs" / JOB / "config.json").read_text())
+    assert config["execution-config"]["user-config"]["db.user"] == "orders"
+
+
+def test_the_pulled_bundle_is_diagnosed_like_any_incident_folder(cluster, tmp_path):
+    run = subprocess.run(CLI + ["diagnose", cluster, "--format", "json", "--pull-dir", str(tmp_path / "pulled")],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stderr
+    doc = json.loads(run.stdout)
+    primary = next(f for f in doc["findings"] if f["primary"])
+    assert primary["runbook"] == "restart-strategy-exhausted"
+    assert primary["root_cause"]["slug"] == "same-fault-every-attempt"
+    assert "order 300 has no customer" in primary["summary"]
+    # the REST documents beside the logs are not read as logs
+    assert not [w for w in doc["warnings"] if "rest/" in w or "manifest.json" in w]
+    assert f"pulled {cluster} into {tmp_path / 'pulled'}" in run.stderr
+
+
+def test_a_log_over_the_cap_keeps_its_newest_lines(cluster, tmp_path):
+    report = rest.pull(cluster, tmp_path / "bundle", max_log_bytes=4096)
+    session = next((tmp_path / "bundle" / "log").rglob("flink--standalonesession-0-vm.log"))
+    text = session.read_text()
+    assert len(text) <= 4096 and text.endswith("\n")
+    assert text.splitlines()[-1] == (RECORDED / "logs" / session.name).read_text().splitlines()[-1]
+    assert any("flink--standalonesession-0-vm.log" in w and "only the newest" in w for w in report.warnings)
+
+
+def test_a_taskmanager_that_cannot_be_read_is_a_warning_not_a_failure(cluster, tmp_path):
+    _Cluster.faults = {f"/taskmanagers/{TM}/logs": 500, f"/jobs/{JOB}/checkpoints/config": 404}
+    report = rest.pull(cluster, tmp_path / "bundle")
+    assert not report.partial and report.logs
+    assert any(f"/taskmanagers/{TM}/logs" in w and "500" in w for w in report.warnings)
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert any(r["path"] == f"/taskmanagers/{TM}/logs" and r["status"] == 500 for r in manifest["requests"])
+
+
+def test_a_cluster_that_stops_answering_leaves_a_partial_bundle(cluster, tmp_path):
+    _Cluster.faults = {"/taskmanagers": "hang"}
+    report = rest.pull(cluster, tmp_path / "bundle", timeout=0.5)
+    manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
+    assert report.partial and manifest["partial"] is True
+    assert any("timed out" in w for w in manifest["warnings"])
+    assert (tmp_path / "bundle" / "flink-conf.yaml").is_file()
+
+
+def test_credentials_are_sent_and_never_written(cluster, tmp_path, monkeypatch):
+    monkeypatch.setenv(rest.TOKEN_ENV, "token-planted-xyz")
+    with_user = cluster.replace("http://", "http://ops:pw-planted@")
+    rest.pull(with_user, tmp_path / "bundle")
+    assert {auth for _, auth in _Cluster.seen} == {"Bearer token-planted-xyz"}
+    written = "".join(p.read_text(errors="replace") for p in (tmp_path / "bundle").rglob("*") if p.is_file())
+    assert "token-planted-xyz" not in written and "pw-planted" not in written
+    assert json.loads((tmp_path / "bundle" / "manifest.json").read_text())["source"] == cluster
+
+
+@pytest.mark.parametrize("url, says", [
+    ("http://127.0.0.1:{free}", "connection refused"),
+    ("ftp://127.0.0.1/", "is not an http:// or https:// URL"),
+    ("http://no-such-host.invalid:8081", "unknown host"),
+])
+def test_an_unusable_url_is_one_line_and_exit_2(url, says, tmp_path):
+    run = subprocess.run(CLI + ["pull", url.format(free=_free_port()), "--out", str(tmp_path / "b")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert not (tmp_path / "b").exists()
+
+
+def test_a_server_that_is_not_flink_is_named(tmp_path):
+    from support import serve_directory
+
+    (tmp_path / "site").mkdir()
+    with serve_directory(tmp_path / "site") as url:
+        with pytest.raises(rest.PullError, match="HTTP 404"):
+            rest.pull(url, tmp_path / "b")
+        (tmp_path / "site" / "config").write_text('{"refresh-interval": 3000}')
+        with pytest.raises(rest.PullError, match="not as a Flink REST endpoint"):
+            rest.pull(url, tmp_path / "b")
+    assert not (tmp_path / "b").exists()
+
+
+def test_an_unknown_job_lists_the_jobs_there_are(cluster, tmp_path):
+    with pytest.raises(rest.PullError, match=f"no job 'billing' .*orders-enrichment \\({JOB}\\)"):
+        rest.pull(cluster, tmp_path / "b", job="billing")
+    assert rest.pull(cluster, tmp_path / "c", job="orders-enrichment").jobs == [JOB]
+
+
+def test_a_pull_never_writes_into_a_folder_that_holds_files(cluster, tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "notes.txt").write_text("mine")
+    with pytest.raises(rest.PullError, match="not an empty folder"):
+        rest.pull(cluster, tmp_path / "b")
+    assert [p.name for p in (tmp_path / "b").iterdir()] == ["notes.txt"]
+
+
+def test_a_slow_server_is_given_up_on_with_the_reason(tmp_path):
+    with contextlib.closing(socket.socket()) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)  # accepts, never answers
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        with pytest.raises(rest.PullError, match="timed out"):
+            rest.pull(url, tmp_path / "b", timeout=0.5)
+
+
+def test_tls_without_a_trusted_certificate_says_how_to_trust_it(tmp_path):
+    with pytest.raises(rest.PullError, match="cannot read the CA certificate"):
+        rest.RestClient("https://127.0.0.1:1", ca_cert=str(tmp_path / "missing.pem"))
+    client = rest.RestClient("https://127.0.0.1:1", insecure=True)
+    assert client.base == "https://127.0.0.1:1"
+
+
+def test_only_http_urls_are_pulled():
+    assert rest.is_rest_url("http://jm:8081") and rest.is_rest_url("HTTPS://jm")
+    assert not rest.is_rest_url("/var/log/flink") and not rest.is_rest_url("hdfs://nn/logs")
+    assert rest.shown_url("https://ops:secret@jm.example:8443/base/") == "https://jm.example:8443/base"
+
+
+def test_the_pulled_folder_is_recognised_only_by_its_manifest(tmp_path):
+    from flink_runbooks.collect.listing import _is_pulled_bundle
+
+    (tmp_path / "manifest.json").write_text('{"name": "an application\'s own manifest"}')
+    assert not _is_pulled_bundle(str(tmp_path))
+    (tmp_path / "manifest.json").write_text('{"source": "http://jm:8081", "requests": []}')
+    assert _is_pulled_bundle(str(tmp_path))
