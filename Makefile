@@ -14,11 +14,15 @@ demo: setup
 # Two workers (one SparkSession each); a module whose fixtures are built once keeps its tests on one worker.
 PARALLEL := -n 2 --dist loadgroup
 
+# The live tier runs real Flink clusters of these releases (installed under build/flink on first use).
+LIVE_FLINK := 1.20.3 2.3.0
+
 test: setup
+	./scripts/setup-flink.sh $(LIVE_FLINK)
 	$(BIN)/python -m pytest -q $(PARALLEL)
 
 test-fast: setup
-	$(BIN)/python -m pytest -q $(PARALLEL) -m "not notebook and not cluster and not slow and not sweep"
+	$(BIN)/python -m pytest -q $(PARALLEL) -m "not notebook and not cluster and not live and not slow and not sweep"
 
 # Errors, not style (the rules are in pyproject.toml); CI runs it before the tests.
 lint: setup
