@@ -1,5 +1,5 @@
-"""Helpers several test modules share: a static file server and real Chromium for page tests, and the processes a
-run left behind."""
+"""Helpers several test modules share: a static file server and real Chromium for page tests, the processes a run
+left behind, and a cluster that answers the REST pull as a real Flink did."""
 from __future__ import annotations
 
 import contextlib
@@ -8,8 +8,13 @@ import http.server
 import os
 import pathlib
 import tempfile
+import json
 import threading
+import time
+import urllib.parse
 from typing import Iterator
+
+from corpus import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
 # Without the background-networking flags Chromium tries to reach Google's hosts, which a closed network refuses.
@@ -66,3 +71,81 @@ def processes_marked(marker: str) -> list[int]:
             except OSError:
                 pass
     return found
+
+
+# -- a cluster that answers as a real Flink 1.20.3 did (tests/collect/rest_responses/README.md) -----------------------
+
+RECORDED = ROOT / "tests" / "collect" / "rest_responses" / "flink-1.20.3"
+JOB = "07c9d40d8814a6b09219d4b848236f00"
+TM = "127.0.0.1:33099-2ce93c"
+# Planted in a TaskManager log line and in the job's user configuration: no byte written may hold it.
+PLANTED = "hunter2-planted-in-the-cluster"
+
+
+def _recorded_name(path: str) -> str:
+    return path.lstrip("/").replace("/", "__").replace("?", "__").replace("=", "__")
+
+
+class RecordedCluster(http.server.BaseHTTPRequestHandler):
+    """Answers as the recorded cluster did; ``faults`` (path -> HTTP status or "hang") and ``headers`` are set by a
+    test."""
+
+    faults: dict = {}
+    seen: list = []
+
+    def do_GET(self):  # noqa: N802 - the handler's name in http.server
+        self.path = urllib.parse.unquote(self.path)
+        type(self).seen.append((self.path, self.headers.get("Authorization")))
+        fault = self.faults.get(self.path)
+        if fault == "hang":
+            time.sleep(5)
+            return
+        if isinstance(fault, int):
+            self.send_error(fault)
+            return
+        body = self._body()
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self) -> bytes | None:
+        for prefix in ("/jobmanager/logs/", f"/taskmanagers/{TM}/logs/"):
+            if self.path.startswith(prefix):
+                name = self.path[len(prefix):]
+                log = RECORDED / "logs" / name
+                if name == "flink--taskexecutor-0-vm.log":
+                    # a Kafka client's JAAS line with a password, as a misconfigured client logs it
+                    return log.read_bytes() + (
+                        b"2026-11-27 23:29:59,000 INFO  org.apache.kafka.clients.consumer.ConsumerConfig [] - "
+                        b"sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
+                        b"username=\"orders\" password=\"" + PLANTED.encode() + b"\";\n")
+                return log.read_bytes() if log.is_file() else (b"" if name.endswith(".out") else None)
+        recorded = RECORDED / _recorded_name(self.path)
+        if not recorded.is_file():
+            return None
+        if self.path == f"/jobs/{JOB}/config":
+            doc = json.loads(recorded.read_text())
+            doc.setdefault("execution-config", {})["user-config"] = {"db.password": PLANTED, "db.user": "orders"}
+            return json.dumps(doc).encode()
+        return recorded.read_bytes()
+
+    def log_message(self, *args):  # quiet
+        pass
+
+
+@contextlib.contextmanager
+def recorded_cluster() -> Iterator[str]:
+    """A loopback HTTP server answering the pull's GETs with the recorded responses; yields its URL."""
+    RecordedCluster.faults, RecordedCluster.seen = {}, []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordedCluster)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

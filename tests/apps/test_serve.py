@@ -261,7 +261,8 @@ def test_triages_beyond_the_limit_wait_in_order_and_a_full_queue_is_refused(bloc
     full = client.post("/alerts", json=_alert("d"))
     assert full.status_code == 503 and "waiting" in full.json()["detail"], full.text
     again = client.post("/alerts", json=_alert("b"))
-    assert again.status_code == 409 and accepted[1]["run"] in again.json()["detail"]
+    # a repeat of the group is acknowledged (any other status makes Alertmanager send it again) with the run
+    assert again.status_code == 200 and again.json()["run"] == accepted[1]["run"] and again.json()["repeat"] is True
 
     listing = client.get("/runs").json()
     assert [(r["id"], r["status"]) for r in listing] == [(a["run"], s) for a, s in
@@ -366,3 +367,64 @@ def test_stopping_the_server_stops_a_running_triage_s_notebooks_and_its_report_s
     while processes_marked(marker):  # papermill is killed; its kernel ends itself once papermill is gone
         assert time.monotonic() < deadline, f"left behind: {processes_marked(marker)}"
         time.sleep(0.2)
+
+
+# -- live clusters: an alert that names a JobManager ---------------------------------------------------------------
+
+def _rest_alert(url: str, status: str = "firing", **extra: str) -> dict:
+    return {"version": "4", "status": status, "receiver": "flink-runbooks", "groupKey": "{}:{alertname=\"FlinkJobFailing\"}",
+            "alerts": [{"status": status, "labels": {"alertname": "FlinkJobFailing", **extra},
+                        "annotations": {"flink_rest_url": url}}]}
+
+
+def test_a_resolved_notification_starts_nothing(blocking_triage, tmp_path):
+    client = TestClient(serve.create_app(str(_incidents(tmp_path / "logs", "orders")), str(tmp_path / "reports")))
+    answer = client.post("/alerts", json=_rest_alert("http://127.0.0.1:9", status="resolved"))
+    assert answer.status_code == 200 and answer.json() == {"status": "resolved", "started": False}
+    assert blocking_triage.started == [] and client.get("/runs").json() == []
+
+
+def test_an_alert_naming_a_jobmanager_pulls_it_and_its_repeats_are_acknowledged(blocking_triage, tmp_path):
+    from support import recorded_cluster
+
+    client = TestClient(serve.create_app(str(_incidents(tmp_path / "logs", "orders")), str(tmp_path / "reports")))
+    with recorded_cluster() as url:
+        first = client.post("/alerts", json=_rest_alert(url, job_name="orders-enrichment"))
+        assert first.status_code == 202, first.text
+        deadline = time.monotonic() + 60
+        while not blocking_triage.started and time.monotonic() < deadline:  # the pull runs before the triage
+            time.sleep(0.05)
+        repeat = client.post("/alerts", json=_rest_alert(url, job_name="orders-enrichment"))
+    assert repeat.status_code == 200 and repeat.json()["run"] == first.json()["run"] and repeat.json()["repeat"]
+    run = client.get(f"/runs/{first.json()['run']}").json()
+    pulled = pathlib.Path(run["out"]) / serve.PULLED_DIR
+    assert run["incident"] == url and run["job"] == "orders-enrichment" and run["input"] == str(pulled)
+    assert json.loads((pulled / "manifest.json").read_text())["jobs"] == ["07c9d40d8814a6b09219d4b848236f00"]
+    assert blocking_triage.started == [serve.PULLED_DIR]
+
+
+def test_an_alert_with_a_url_that_is_not_http_is_refused(blocking_triage, tmp_path):
+    client = TestClient(serve.create_app(str(_incidents(tmp_path / "logs", "orders")), str(tmp_path / "reports")))
+    answer = client.post("/alerts", json=_rest_alert("file:///etc"))
+    assert answer.status_code == 400 and "not an http" in answer.json()["detail"]
+
+
+@pytest.mark.notebook
+def test_a_pulled_cluster_is_triaged_with_a_headline_and_a_report_to_link_to(tmp_path):
+    from support import PLANTED, recorded_cluster
+
+    out_root = tmp_path / "reports"
+    client = TestClient(serve.create_app(str(_incidents(tmp_path / "logs", "orders")), str(out_root), jobs=1))
+    with recorded_cluster() as url:
+        run_id = client.post("/alerts", json=_rest_alert(url)).json()["run"]
+        deadline = time.monotonic() + 600
+        while (run := client.get(f"/runs/{run_id}").json())["status"] in serve.UNFINISHED:
+            assert time.monotonic() < deadline, run
+            time.sleep(1)
+    assert run["status"] == "done", run
+    assert run["headline"] == "restart-strategy-exhausted: same-fault-every-attempt (confidence high)"
+    report = client.get(f"/runs/{run_id}/report.md")
+    assert report.status_code == 200 and report.headers["content-type"].startswith("text/markdown")
+    assert "restart-strategy-exhausted" in report.text
+    written = [p for p in out_root.rglob("*") if p.is_file()]
+    assert not [str(p) for p in written if PLANTED in p.read_text(errors="replace")]

@@ -5,92 +5,22 @@ loopback HTTP server; the live tier (tests/apps/test_live.py) pulls from a runni
 from __future__ import annotations
 
 import contextlib
-import http.server
 import json
 import socket
 import subprocess
 import sys
-import threading
-import time
-import urllib.parse
 
 import pytest
-from corpus import ROOT
 from flink_runbooks.collect import rest
+from support import JOB, PLANTED, RECORDED, TM, RecordedCluster, recorded_cluster
 
-RECORDED = ROOT / "tests" / "collect" / "rest_responses" / "flink-1.20.3"
-JOB = "07c9d40d8814a6b09219d4b848236f00"
-TM = "127.0.0.1:33099-2ce93c"
-PLANTED = "hunter2-planted-in-the-cluster"
 CLI = [sys.executable, "-m", "flink_runbooks.apps.cli"]
-
-
-def _recorded_name(path: str) -> str:
-    return path.lstrip("/").replace("/", "__").replace("?", "__").replace("=", "__")
-
-
-class _Cluster(http.server.BaseHTTPRequestHandler):
-    """Answers as the recorded cluster did; ``faults`` (path -> HTTP status or "hang") and ``headers`` are set by a
-    test."""
-
-    faults: dict = {}
-    seen: list = []
-
-    def do_GET(self):  # noqa: N802 - the handler's name in http.server
-        self.path = urllib.parse.unquote(self.path)
-        type(self).seen.append((self.path, self.headers.get("Authorization")))
-        fault = self.faults.get(self.path)
-        if fault == "hang":
-            time.sleep(5)
-            return
-        if isinstance(fault, int):
-            self.send_error(fault)
-            return
-        body = self._body()
-        if body is None:
-            self.send_error(404)
-            return
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def _body(self) -> bytes | None:
-        for prefix in ("/jobmanager/logs/", f"/taskmanagers/{TM}/logs/"):
-            if self.path.startswith(prefix):
-                name = self.path[len(prefix):]
-                log = RECORDED / "logs" / name
-                if name == "flink--taskexecutor-0-vm.log":
-                    # a Kafka client's JAAS line with a password, as a misconfigured client logs it
-                    return log.read_bytes() + (
-                        b"2026-11-27 23:29:59,000 INFO  org.apache.kafka.clients.consumer.ConsumerConfig [] - "
-                        b"sasl.jaas.config = org.apache.kafka.common.security.plain.PlainLoginModule required "
-                        b"username=\"orders\" password=\"" + PLANTED.encode() + b"\";\n")
-                return log.read_bytes() if log.is_file() else (b"" if name.endswith(".out") else None)
-        recorded = RECORDED / _recorded_name(self.path)
-        if not recorded.is_file():
-            return None
-        if self.path == f"/jobs/{JOB}/config":
-            doc = json.loads(recorded.read_text())
-            doc.setdefault("execution-config", {})["user-config"] = {"db.password": PLANTED, "db.user": "orders"}
-            return json.dumps(doc).encode()
-        return recorded.read_bytes()
-
-    def log_message(self, *args):  # quiet
-        pass
 
 
 @pytest.fixture
 def cluster():
-    _Cluster.faults, _Cluster.seen = {}, []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Cluster)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with recorded_cluster() as url:
+        yield url
 
 
 def _free_port() -> int:
@@ -150,7 +80,7 @@ def test_a_log_over_the_cap_keeps_its_newest_lines(cluster, tmp_path):
 
 
 def test_a_taskmanager_that_cannot_be_read_is_a_warning_not_a_failure(cluster, tmp_path):
-    _Cluster.faults = {f"/taskmanagers/{TM}/logs": 500, f"/jobs/{JOB}/checkpoints/config": 404}
+    RecordedCluster.faults = {f"/taskmanagers/{TM}/logs": 500, f"/jobs/{JOB}/checkpoints/config": 404}
     report = rest.pull(cluster, tmp_path / "bundle")
     assert not report.partial and report.logs
     assert any(f"/taskmanagers/{TM}/logs" in w and "500" in w for w in report.warnings)
@@ -159,7 +89,7 @@ def test_a_taskmanager_that_cannot_be_read_is_a_warning_not_a_failure(cluster, t
 
 
 def test_a_cluster_that_stops_answering_leaves_a_partial_bundle(cluster, tmp_path):
-    _Cluster.faults = {"/taskmanagers": "hang"}
+    RecordedCluster.faults = {"/taskmanagers": "hang"}
     report = rest.pull(cluster, tmp_path / "bundle", timeout=0.5)
     manifest = json.loads((tmp_path / "bundle" / "manifest.json").read_text())
     assert report.partial and manifest["partial"] is True
@@ -171,7 +101,7 @@ def test_credentials_are_sent_and_never_written(cluster, tmp_path, monkeypatch):
     monkeypatch.setenv(rest.TOKEN_ENV, "token-planted-xyz")
     with_user = cluster.replace("http://", "http://ops:pw-planted@")
     rest.pull(with_user, tmp_path / "bundle")
-    assert {auth for _, auth in _Cluster.seen} == {"Bearer token-planted-xyz"}
+    assert {auth for _, auth in RecordedCluster.seen} == {"Bearer token-planted-xyz"}
     written = "".join(p.read_text(errors="replace") for p in (tmp_path / "bundle").rglob("*") if p.is_file())
     assert "token-planted-xyz" not in written and "pw-planted" not in written
     assert json.loads((tmp_path / "bundle" / "manifest.json").read_text())["source"] == cluster

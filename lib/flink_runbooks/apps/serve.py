@@ -1,16 +1,20 @@
 """``flink-runbooks serve``: an Alertmanager webhook receiver that runs triage.
 
-Alertmanager (webhook payload version 4) posts to ``POST /alerts``. The incident's log location is read from the
-first alert that has it, in this order: annotation ``flink_logs``, label ``flink_logs``, then the group's common
-annotations and labels. It is a path relative to ``--logs-root`` (an absolute path is accepted only when it lies
-under the root). An optional ``flink_version`` annotation or label is passed on as ``--flink-version``.
+Alertmanager (webhook payload version 4) posts to ``POST /alerts``. The incident is named by the first alert that
+names it, in this order: annotation, then label, then the group's common annotations and labels. Either
+``flink_rest_url``, a running cluster's JobManager (``http(s)://``), pulled live into the run's ``pulled/`` folder
+(optional ``job_id`` or ``job_name``; see :mod:`flink_runbooks.collect.rest`), or ``flink_logs``, a folder relative
+to ``--logs-root`` (an absolute path is accepted only when it lies under the root). An optional ``flink_version``
+annotation or label is passed on as ``--flink-version``. A ``resolved`` notification starts nothing (200).
 
 Each accepted alert becomes a run with a new timestamped folder under ``--out-root`` and is answered with ``202``
 and the run's id and report location; ``GET /runs/{id}`` returns its status (queued, running, done, error or
 interrupted) and, when done, the report. At most ``max_concurrent`` triages run at once; later ones wait in order,
 at most ``max_queued`` of them (then ``503``). Paths outside the logs root (``..``, symlinks pointing out) get
-``403``, unknown paths ``404``, malformed payloads ``400``/``422``, and a second alert for a folder whose triage is
-queued or running ``409``.
+``403``, unknown paths ``404``, malformed payloads ``400``/``422``. A repeat of an alert whose triage is queued or
+running is acknowledged with ``200`` and that run (Alertmanager counts any other status as a failed notification and
+sends it again). A finished run's ``GET /runs/{id}`` carries a one-line ``headline`` (runbook, root cause,
+confidence) and ``GET /runs/{id}/report.md`` serves its report, so a chat bot or a pager can link to it.
 
 The incident folder is opened once, when the alert is accepted, and triage reads a snapshot taken through that open
 folder (hard links, or copies on another file system) in the run's ``input/`` folder, removed when the triage ends:
@@ -30,6 +34,7 @@ import re
 import shutil
 import sys
 import threading
+import urllib.parse
 import uuid
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -37,9 +42,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from flink_runbooks.apps.incident_folder import PathRejected, resolve_incident, IncidentFolder, open_incident, snapshot_incident
+from flink_runbooks.collect import rest
 
 LOCATION_KEY = "flink_logs"
+REST_URL_KEY = "flink_rest_url"
+JOB_KEYS = ("job_id", "job_name")
 VERSION_KEY = "flink_version"
+PULLED_DIR = "pulled"  # in a run's folder: the bundle pulled from the cluster (redacted as written)
 DEFAULT_MAX_QUEUED = 100
 STATE_DIR = ".runs"  # under --out-root: one JSON file per run
 INCOMPLETE_MARK = "INCOMPLETE"  # in a run's folder from acceptance until its triage completes
@@ -80,7 +89,7 @@ class Payload(BaseModel):
 @dataclass
 class Run:
     id: str
-    incident: str  # the folder under the logs root, as resolved when the alert was accepted
+    incident: str  # the folder under the logs root as resolved when the alert was accepted, or the REST URL pulled
     out: str
     status: str = "queued"  # queued | running | done | error | interrupted
     exit_code: int | None = None
@@ -91,6 +100,7 @@ class Run:
     finished: str | None = None
     input: str | None = None  # the snapshot triage reads: the incident's files under the same relative names
     input_warnings: list[str] = field(default_factory=list)  # files of the folder the snapshot left out, and why
+    job: str | None = None  # the job to pull (id or name), for a REST URL
 
     def view(self) -> dict[str, Any]:
         doc = asdict(self)
@@ -99,9 +109,26 @@ class Run:
         if self.status not in UNFINISHED and report.exists():
             try:
                 doc["report"] = json.loads(report.read_text())
+                doc["headline"] = headline(doc["report"])
             except (OSError, ValueError) as exc:  # one unreadable report must not break every listing
                 doc["error"] = f"report.json cannot be read: {exc}"
         return doc
+
+
+def confidence_words(confidence: float, cause: str) -> str:
+    if cause == "undetermined" or confidence < 0.5:
+        return "undetermined"
+    return "high" if confidence >= 0.75 else "medium"
+
+
+def headline(report: dict[str, Any]) -> str:
+    """One line for a pager or a chat: the primary finding's runbook, root cause and confidence in words."""
+    primary = next((f for f in report.get("findings") or [] if f.get("primary")), None)
+    if primary is None:
+        return "no known failure found"
+    cause = (primary.get("root_cause") or {}).get("slug", "undetermined")
+    return (f"{primary.get('runbook')}: {cause} "
+            f"(confidence {confidence_words(float(primary.get('confidence') or 0), cause)})")
 
 
 class RunStore:
@@ -131,6 +158,23 @@ class RunStore:
             except (OSError, ValueError, TypeError) as exc:
                 print(f"flink-runbooks serve: run state {path} cannot be read ({exc}); skipped", flush=True)
         return sorted(runs, key=lambda r: (r.accepted, r.id))
+
+
+def busy_key(incident: str, job: str | None) -> str:
+    """What a repeat of an alert shares with the run it repeats: the incident (and the job pulled)."""
+    return incident + (f" job {job}" if job else "")
+
+
+def find_value(payload: dict[str, Any], key: str) -> str | None:
+    """The first value of ``key`` in the payload, per the order documented above."""
+    return next((v for src in _sources(payload) if isinstance(v := (src or {}).get(key), str) and v.strip()), None)
+
+
+def _sources(payload: dict[str, Any]) -> list:
+    sources = []
+    for alert in payload.get("alerts") or []:
+        sources += [alert.get("annotations"), alert.get("labels")]
+    return sources + [payload.get("commonAnnotations"), payload.get("commonLabels")]
 
 
 def find_location(payload: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -175,6 +219,7 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
     import contextlib
 
     from fastapi import FastAPI, HTTPException
+    from fastapi.responses import JSONResponse, PlainTextResponse
 
     from flink_runbooks.apps import triage as triage_module
     from flink_runbooks.parse.redact import redact_text
@@ -232,25 +277,34 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
         nonlocal running
         snapshot_dir = pathlib.Path(run.out, SNAPSHOT_DIR)
         try:
-            snap = snapshot_incident(handle, snapshot_dir / handle.folder.name)
-            handle.close()
-            change(run, "running", input=str(snap.folder), input_warnings=snap.warnings)
-            report = triage_module.triage([str(snap.folder)], run.out, spark=spark, flink_version=run.flink_version,
+            if handle is None:  # a running cluster: pulled into the run's folder, redacted as written
+                pulled = rest.pull(run.incident, pathlib.Path(run.out, PULLED_DIR), job=run.job)
+                change(run, "running", input=str(pulled.out), input_warnings=pulled.warnings)
+                source = str(pulled.out)
+            else:
+                snap = snapshot_incident(handle, snapshot_dir / handle.folder.name)
+                handle.close()
+                change(run, "running", input=str(snap.folder), input_warnings=snap.warnings)
+                source = str(snap.folder)
+            report = triage_module.triage([source], run.out, spark=spark, flink_version=run.flink_version,
                                           jobs=jobs, timeout_s=timeout_s, runbooks_dir=runbooks_dir, force=True,
                                           cancel=stop)
             change(run, "done", exit_code=report.exit_code, finished=_now())
         except triage_module.TriageInterrupted:
             interrupt(run, "the server stopped while it was running")
+        except rest.PullError as exc:
+            change(run, "error", error=redact_text(f"the cluster could not be pulled: {exc}"), finished=_now())
         except Exception as exc:  # the server outlives any failed triage
             change(run, "error", error=redact_text(f"{type(exc).__name__}: {exc}"), finished=_now())
         finally:
-            handle.close()
+            if handle is not None:
+                handle.close()
             # The incident's files are not kept: raw logs may hold secrets that only the saved incident has masked.
             shutil.rmtree(snapshot_dir, ignore_errors=True)
             with lock:
                 running -= 1
                 stops.pop(run.id, None)
-                busy.pop(run.incident, None)
+                busy.pop(busy_key(run.incident, run.job), None)
                 while waiting and running < max_concurrent:
                     start(*waiting.popleft())
 
@@ -261,8 +315,9 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
         with lock:
             while waiting:
                 run, handle = waiting.popleft()
-                handle.close()
-                busy.pop(run.incident, None)
+                if handle is not None:
+                    handle.close()
+                busy.pop(busy_key(run.incident, run.job), None)
                 interrupt(run, "the server stopped while it was queued")
             stopping = list(stops.values())
         # Running triages kill their notebooks and write report.json as interrupted; a thread still busy after the
@@ -279,12 +334,19 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
     app = FastAPI(title="flink-runbooks", description=__doc__, lifespan=lifespan)
 
     @app.post("/alerts", status_code=202)
-    def receive(payload: Payload) -> dict[str, Any]:
+    def receive(payload: Payload):
         if payload.version != "4":
             raise HTTPException(400, f"unsupported Alertmanager payload version {payload.version!r} (expected '4')")
-        location, version = find_location(payload.model_dump())
-        if location is None:
-            raise HTTPException(400, f"no '{LOCATION_KEY}' annotation or label names the incident's logs")
+        if payload.status == "resolved":
+            return JSONResponse({"status": "resolved", "started": False}, status_code=200)
+        doc = payload.model_dump()
+        location, version = find_location(doc)
+        url = find_value(doc, REST_URL_KEY)
+        job = next((v for key in JOB_KEYS if (v := find_value(doc, key))), None)
+        if location is None and url is None:
+            raise HTTPException(400, f"no '{REST_URL_KEY}' or '{LOCATION_KEY}' annotation or label names the incident")
+        if url is not None and not rest.is_rest_url(url):
+            raise HTTPException(400, f"'{REST_URL_KEY}': {url!r} is not an http:// or https:// URL")
         if version is not None:
             from flink_runbooks.vocabulary.versions import FlinkVersion
 
@@ -292,26 +354,37 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
                 version = FlinkVersion.typed(str(version))
             except ValueError as exc:
                 raise HTTPException(400, f"'{VERSION_KEY}': {exc}") from None
-        try:
-            folder = resolve_incident(logs_root, location)
-            handle = open_incident(logs_root, folder)
-        except PathRejected as exc:
-            raise HTTPException(exc.status, exc.reason) from None
+        if url is not None:
+            # credentials never travel in the run's state: the pull reads them from the environment or ~/.netrc
+            handle, incident = None, rest.shown_url(url)
+            name = urllib.parse.urlsplit(incident).netloc
+        else:
+            try:
+                folder = resolve_incident(logs_root, location)
+                handle = open_incident(logs_root, folder)
+            except PathRejected as exc:
+                raise HTTPException(exc.status, exc.reason) from None
+            incident, name = str(folder), folder.name
         with lock:
-            if str(folder) in busy:
-                handle.close()
-                raise HTTPException(409, f"a triage of {location!r} is already queued or running: "
-                                         f"run {busy[str(folder)]}")
+            key = busy_key(incident, job)
+            if key in busy:
+                # A repeat of the group: acknowledged, so Alertmanager does not count a failure and send it again.
+                if handle is not None:
+                    handle.close()
+                earlier = runs[busy[key]]
+                return JSONResponse({"run": earlier.id, "status": earlier.status, "repeat": True, "out": earlier.out,
+                                     "url": f"/runs/{earlier.id}"}, status_code=200)
             if running >= max_concurrent and len(waiting) >= max_queued:
-                handle.close()
+                if handle is not None:
+                    handle.close()
                 raise HTTPException(503, f"{len(waiting)} triages are already waiting for one of {max_concurrent} "
                                          f"slot(s); send the alert again later")
             stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
             run_id = f"{stamp}-{uuid.uuid4().hex[:6]}"
-            name = re.sub(r"[^\w.-]+", "_", folder.name)[:60] or "incident"
-            run = Run(run_id, str(folder), str(out_root_path / f"{run_id}-{name}"), flink_version=version)
+            name = re.sub(r"[^\w.-]+", "_", name)[:60] or "incident"
+            run = Run(run_id, incident, str(out_root_path / f"{run_id}-{name}"), flink_version=version, job=job)
             runs[run_id] = run
-            busy[str(folder)] = run_id
+            busy[key] = run_id
             if running < max_concurrent:
                 start(run, handle)
             else:
@@ -336,6 +409,16 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
         if run is None:
             raise HTTPException(404, f"no run {run_id!r}")
         return view(run)
+
+    @app.get("/runs/{run_id}/report.md", response_class=PlainTextResponse)
+    def report_markdown(run_id: str) -> PlainTextResponse:
+        run = runs.get(run_id)
+        if run is None:
+            raise HTTPException(404, f"no run {run_id!r}")
+        report = pathlib.Path(run.out, "report.md")
+        if run.status in UNFINISHED or not report.is_file():
+            raise HTTPException(404, f"run {run_id} has no report ({run.status})")
+        return PlainTextResponse(report.read_text(), media_type="text/markdown; charset=utf-8")
 
     @app.get("/runs")
     def list_runs() -> list[dict[str, Any]]:
