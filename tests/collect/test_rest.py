@@ -175,3 +175,26 @@ def test_the_pulled_folder_is_recognised_only_by_its_manifest(tmp_path):
     assert not _is_pulled_bundle(str(tmp_path))
     (tmp_path / "manifest.json").write_text('{"source": "http://jm:8081", "requests": []}')
     assert _is_pulled_bundle(str(tmp_path))
+
+
+def test_a_historyserver_without_logs_is_diagnosed_from_the_exception_history(cluster, tmp_path):
+    """A HistoryServer serves the jobs' documents but no cluster configuration, logs or TaskManagers: the exception
+    history becomes the records, and the version is the cluster's own answer."""
+    RecordedCluster.faults = {"/jobmanager/config": 404, "/jobmanager/logs": 404, "/taskmanagers": 404}
+    report = rest.pull(cluster, tmp_path / "bundle")
+    assert not report.partial
+    assert report.logs == [f"log/exception-history/{JOB}.log"]
+    assert any("exception history" in w for w in report.warnings)
+    run = subprocess.run(CLI + ["diagnose", str(tmp_path / "bundle"), "--format", "json"], capture_output=True,
+                         text=True, timeout=300)
+    doc = json.loads(run.stdout)
+    assert doc["flink_version"] == "1.20.3"
+    primary = next(f for f in doc["findings"] if f["primary"])
+    assert primary["runbook"] == "restart-strategy-exhausted"
+    assert "order 300 has no customer" in primary["summary"]
+
+
+def test_the_exception_history_is_derived_only_when_no_jobmanager_log_was_pulled(cluster, tmp_path):
+    report = rest.pull(cluster, tmp_path / "bundle")
+    assert not (tmp_path / "bundle" / "log" / "exception-history").exists()
+    assert not any("exception history" in w for w in report.warnings)

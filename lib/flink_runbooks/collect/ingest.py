@@ -216,6 +216,9 @@ def ingest(
         more = f"; and {len(reasons) - 10} more" if len(reasons) > 10 else ""
         raise InputError("nothing readable: " + "; ".join(reasons[:10]) + more)
     version, version_source = detect_version(events, files)
+    if listed.pulled_versions and (version_source is None or version_source.startswith("fingerprint")):
+        # no start-up banner in what was pulled: the cluster's own answer beats a fingerprint
+        version, version_source = listed.pulled_versions[0]
     if flink_version:
         printed = version_source is not None and not version_source.startswith("fingerprint")
         if not printed:

@@ -34,6 +34,8 @@ class ListedInputs:
     configs: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # one per file that cannot be read, named
+    # (version, where) of folders pulled from a running cluster: what its REST API said it runs
+    pulled_versions: list[tuple[str, str]] = field(default_factory=list)
 
 
 
@@ -195,6 +197,10 @@ def _walk(top: str, listed: ListedInputs, seen: set[str]) -> None:
         subdirs = []
         # A folder pulled from a cluster (collect.rest) keeps its REST documents beside the logs: they are not logs.
         pulled = _is_pulled_bundle(current)
+        if pulled:
+            version = _pulled_version(current)
+            if version:
+                listed.pulled_versions.append((version, f"the cluster's REST API ({shown_path(current)}/manifest.json)"))
         for entry in reversed(entries):
             path = entry.path
             if entry.name.startswith((".", "_")) or (pulled and entry.name in PULLED_DOCUMENTS):
@@ -235,6 +241,15 @@ def _is_pulled_bundle(folder: str) -> bool:
     except (OSError, ValueError):
         return False
     return isinstance(doc, dict) and "source" in doc and "requests" in doc
+
+
+def _pulled_version(folder: str) -> str | None:
+    try:
+        with open(os.path.join(folder, PULL_MANIFEST), encoding="utf-8") as fh:
+            version = json.load(fh).get("flink_version")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return version if isinstance(version, str) and re.fullmatch(r"\d+\.\d+[\w.-]*", version) else None
 
 
 def _add_local_file(path: str, listed: ListedInputs, seen: set[str], explicit: bool) -> None:

@@ -250,6 +250,14 @@ def pull(url: str, out: str | os.PathLike, *, job: str | None = None, timeout: f
     except PullError as exc:
         report.partial = True
         report.warnings.append(f"the pull stopped early, the bundle is partial: {exc}")
+    if not any(path.startswith("log/jobmanager/") for path in report.logs):
+        # A HistoryServer, or a JobManager whose logs cannot be read: the exception history is what is left of them.
+        for jid in report.jobs:
+            derived = _exception_history_log(root, jid)
+            if derived:
+                report.logs.append(derived)
+                report.warnings.append(f"no JobManager log was pulled: {derived} is written from the job's exception "
+                                       f"history (GET /jobs/{jid}/exceptions), the only record of its failures here")
     manifest = {
         "source": client.base,
         "pulled_at": started.isoformat(timespec="seconds"),
@@ -284,7 +292,14 @@ def _write_json(path: pathlib.Path, doc: Any) -> None:
 
 
 def _pull_configuration(client: RestClient, root: pathlib.Path, version: str | None, report: PullReport) -> None:
-    entries = _redacted([e for e in (client.get_json("/jobmanager/config") or []) if isinstance(e, dict)])
+    try:
+        entries = _redacted([e for e in (client.get_json("/jobmanager/config") or []) if isinstance(e, dict)])
+    except PullError as exc:
+        if "HTTP 404" not in str(exc):
+            raise
+        report.warnings.append(f"{exc}: no cluster configuration (a HistoryServer serves none); the jobs' own "
+                               f"configuration is under rest/jobs/")
+        return
     _write_json(root / "rest" / "jobmanager-config.json", entries)
     # 2.x reads only config.yaml; flat "key: value" lines are valid in both formats.
     v = FlinkVersion.parse(version)
@@ -333,6 +348,46 @@ def _pull_jobs(client: RestClient, root: pathlib.Path, chosen: list[dict], repor
                 report.warnings.append(str(exc))
 
 
+# The exception history as log records: Flink's log4j2 layout, under a logger that says where they come from.
+HISTORY_LOGGER = "flink-runbooks.rest.exception-history"
+
+
+def _exception_history_log(root: pathlib.Path, jid: str) -> str | None:
+    """``log/exception-history/<job>.log``: the job's exception history (root causes and the task failures beside
+    them, oldest first) as log records, so the ordinary ingestion reads what the REST API alone kept."""
+    source = root / "rest" / "jobs" / jid / "exceptions.json"
+    try:
+        doc = json.loads(source.read_text())
+    except (OSError, ValueError):
+        return None
+    job = {}
+    with_job = root / "rest" / "jobs" / jid / "job.json"
+    if with_job.is_file():
+        job = json.loads(with_job.read_text())
+    name = job.get("name") or "job"
+    records: list[tuple[int, str, str]] = []
+    for entry in ((doc.get("exceptionHistory") or {}).get("entries") or []):
+        for failure in [*(entry.get("concurrentExceptions") or []), entry]:
+            stack = str(failure.get("stacktrace") or failure.get("exceptionName") or "").rstrip("\n")
+            if not stack:
+                continue
+            where = failure.get("taskName")
+            what = (f"{where} on {failure.get('location') or failure.get('endpoint') or 'an unknown TaskManager'} "
+                    f"failed" if where else "the job failed (global failure)")
+            records.append((int(failure.get("timestamp") or 0), f"Job {name} ({jid}): {what}.", stack))
+    if not records:
+        return None
+    lines = [f"# Derived by flink-runbooks pull from GET /jobs/{jid}/exceptions: the exception history as log records."]
+    for stamp, message, stack in sorted(records, key=lambda r: r[0]):
+        ts = datetime.datetime.fromtimestamp(stamp / 1000, datetime.timezone.utc)
+        lines.append(f"{ts:%Y-%m-%d %H:%M:%S},{ts.microsecond // 1000:03d} ERROR {HISTORY_LOGGER} [] - {message}")
+        lines.append(redact_text(stack))
+    dest = root / "log" / "exception-history" / f"{jid}.log"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("\n".join(lines) + "\n")
+    return str(dest.relative_to(root))
+
+
 def _pull_logs(client: RestClient, root: pathlib.Path, cap: int, report: PullReport, say) -> None:
     # Processes on one host often share a log directory, and each serves all of it: a file already pulled (same name
     # and size) is not pulled again.
@@ -364,7 +419,13 @@ def _pull_logs(client: RestClient, root: pathlib.Path, cap: int, report: PullRep
 
     say("JobManager logs")
     fetch("/jobmanager/logs", "/jobmanager/logs", root / "log" / "jobmanager")
-    managers = client.get_json("/taskmanagers")
+    try:
+        managers = client.get_json("/taskmanagers")
+    except PullError as exc:
+        if "HTTP 404" not in str(exc):
+            raise
+        report.warnings.append(f"{exc}: no TaskManagers to pull (a HistoryServer serves none)")
+        return
     _write_json(root / "rest" / "taskmanagers.json", managers)
     for tm in (managers or {}).get("taskmanagers", []):
         tm_id = str(tm.get("id", ""))
