@@ -23,7 +23,8 @@ import re
 from typing import Callable, Iterator, Sequence
 
 from flink_runbooks.parse.config import (MAX_EFFECTIVE_KEYS, ConfigError, ConfigSource, EffectiveConfig,
-                                         detect_conf_format, limit_config_keys, parse_flat_conf, parse_yaml_conf)
+                                         detect_conf_format, flink_resource_kind, limit_config_keys, parse_flat_conf,
+                                         parse_flink_resource, parse_yaml_conf)
 from flink_runbooks.model import ChainLink, Event, Folded, Incident, InputFile
 from flink_runbooks.parse.redact import redact_lines, redact_text, redact_value
 from flink_runbooks.collect.listing import (MAX_LINE_BYTES, SPARK_LINE_BYTES, InputError, _display, _for_spark,
@@ -91,6 +92,7 @@ def ingest(
 
     config = EffectiveConfig()
     inputs: list[InputFile] = []
+    declared_versions: list[tuple[str, str]] = list(listed.pulled_versions)  # (version, where) not printed by Flink
     # why each input could not be used, for "nothing readable" when none could
     unusable: list[str] = [w for w in listed.warnings if w.endswith("skipped")]
     for uri, text, cut in _read_configs(spark if not in_process else None, listed.configs):
@@ -106,9 +108,15 @@ def ingest(
         fmt = detect_conf_format(text, shown)
         parser_warnings: list[str] = []
         text = limit_config_keys(text, shown, fmt, parser_warnings)
+        resource = flink_resource_kind(text)
         try:
-            entries = (parse_yaml_conf(text, shown, parser_warnings) if fmt == "nested"
-                       else parse_flat_conf(text, shown, parser_warnings))
+            if resource:
+                entries, declared = parse_flink_resource(text, shown, parser_warnings)
+                if declared:
+                    declared_versions.append((declared, f"{resource} spec.flinkVersion ({shown})"))
+            else:
+                entries = (parse_yaml_conf(text, shown, parser_warnings) if fmt == "nested"
+                           else parse_flat_conf(text, shown, parser_warnings))
         except ConfigError as exc:
             warnings.append(f"{exc} (file ignored; fix the YAML to use its values)")
             unusable.append(str(exc))
@@ -119,7 +127,7 @@ def ingest(
             warnings.append(f"{shown}: {len(parser_warnings) - 5} more configuration warning(s) like the above")
         for key, val, line in entries:
             config.add(key, redact_value(key, val), ConfigSource("file", shown, line))
-        if config.file_path is None:
+        if config.file_path is None and not resource:  # a diff is made against a Flink config file only
             config.set_file(shown, text, fmt)
 
     sizes = {uri: size for uri, size in listed.logs}
@@ -216,9 +224,9 @@ def ingest(
         more = f"; and {len(reasons) - 10} more" if len(reasons) > 10 else ""
         raise InputError("nothing readable: " + "; ".join(reasons[:10]) + more)
     version, version_source = detect_version(events, files)
-    if listed.pulled_versions and (version_source is None or version_source.startswith("fingerprint")):
-        # no start-up banner in what was pulled: the cluster's own answer beats a fingerprint
-        version, version_source = listed.pulled_versions[0]
+    if declared_versions and (version_source is None or version_source.startswith("fingerprint")):
+        # no start-up banner: what the cluster's REST API or the FlinkDeployment says beats a fingerprint
+        version, version_source = declared_versions[0]
     if flink_version:
         printed = version_source is not None and not version_source.startswith("fingerprint")
         if not printed:

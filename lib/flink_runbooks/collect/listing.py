@@ -243,6 +243,17 @@ def _is_pulled_bundle(folder: str) -> bool:
     return isinstance(doc, dict) and "source" in doc and "requests" in doc
 
 
+def _is_flink_resource(path: str) -> bool:
+    from flink_runbooks.parse.config import flink_resource_kind
+
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(65536).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return flink_resource_kind(head) is not None
+
+
 def _pulled_version(folder: str) -> str | None:
     try:
         with open(os.path.join(folder, PULL_MANIFEST), encoding="utf-8") as fh:
@@ -275,6 +286,10 @@ def _add_local_file(path: str, listed: ListedInputs, seen: set[str], explicit: b
         listed.warnings.append(f"{shown_path(path)} cannot be read ({exc.strerror or exc}); skipped")
         return
     uri = "file://" + os.path.abspath(path)
+    if path.lower().endswith((".yaml", ".yml")) and os.path.basename(path).lower() not in CONFIG_NAMES:
+        if _is_flink_resource(path):  # a FlinkDeployment: its spec.flinkConfiguration is the configuration
+            listed.configs.append(uri)
+            return
     if path.lower().endswith(".gz") and (explicit or LOG_NAME.search(os.path.basename(path))):
         problem = gzip_problem(path, head)
         if problem:

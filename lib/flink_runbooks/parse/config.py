@@ -447,6 +447,42 @@ def parse_yaml_conf(text: str, path: str, warnings: list[str] | None = None) -> 
     return result
 
 
+# A Flink Kubernetes operator resource (`kubectl get flinkdeployment NAME -o yaml`, or the manifest applied).
+FLINK_RESOURCE_KIND = re.compile(r"^kind:\s*[\"']?(FlinkDeployment|FlinkSessionJob)[\"']?\s*$", re.M)
+_CONFIGURATION = "spec.flinkConfiguration."
+# The operator turns the pods' resources into Flink's memory options (FlinkConfigBuilder).
+_OPERATOR_RESOURCES = {"spec.jobManager.resource.memory": "jobmanager.memory.process.size",
+                       "spec.taskManager.resource.memory": "taskmanager.memory.process.size"}
+
+
+def flink_resource_kind(text: str) -> str | None:
+    """``FlinkDeployment`` or ``FlinkSessionJob`` when the text is such a resource, else None."""
+    m = FLINK_RESOURCE_KIND.search(text[:65536])
+    return m.group(1) if m else None
+
+
+def parse_flink_resource(text: str, path: str, warnings: list[str] | None = None
+                         ) -> tuple[list[tuple[str, str, int]], str | None]:
+    """The Flink configuration a FlinkDeployment (or FlinkSessionJob) gives its pods, as ``(key, value, line)``:
+    ``spec.flinkConfiguration`` (flat or nested), and the memory options the operator derives from
+    ``spec.jobManager/taskManager.resource.memory`` unless the configuration sets them; plus the Flink version of
+    ``spec.flinkVersion`` (``v1_20`` is ``1.20``). Broken YAML raises :class:`ConfigError`."""
+    entries: list[tuple[str, str, int]] = []
+    version = None
+    derived = []
+    for key, value, line in parse_yaml_conf(text, path, warnings):
+        if key.startswith(_CONFIGURATION):
+            entries.append((key[len(_CONFIGURATION):], value, line))
+        elif key in _OPERATOR_RESOURCES:
+            derived.append((_OPERATOR_RESOURCES[key], value.strip("\"'"), line))
+        elif key == "spec.flinkVersion":
+            m = re.fullmatch(r"[\"']?v?(\d+)_(\d+)[\"']?", value.strip())
+            version = f"{m.group(1)}.{m.group(2)}" if m else None
+    configured = {key for key, _, _ in entries}
+    entries += [d for d in derived if d[0] not in configured]
+    return entries, version
+
+
 def detect_conf_format(text: str, filename: str) -> str:
     """``"flat"`` for a legacy ``flink-conf.yaml``, ``"nested"`` for a standard-YAML ``config.yaml``.
 
