@@ -26,6 +26,14 @@ if [ ! -x /usr/bin/chromium ]; then
   $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
 fi
 
+if [ ! -x /usr/bin/promtool ] || [ ! -x /usr/bin/prometheus-alertmanager ]; then
+  echo "setup: the alert-rule tests need Prometheus and Alertmanager; installing Debian's packages with apt" >&2
+  if [ "$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else
+    echo "setup: cannot install prometheus without root; install Debian's prometheus and prometheus-alertmanager" >&2
+    exit 2; fi
+  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq prometheus prometheus-alertmanager >/dev/null
+fi
+
 PYTHON=${PYTHON:-python3}
 if ! "$PYTHON" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
   echo "setup: Python 3.11 or newer is required (found $("$PYTHON" --version 2>&1))" >&2; exit 2

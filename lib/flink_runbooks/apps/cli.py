@@ -69,6 +69,18 @@ def _parser() -> argparse.ArgumentParser:
                                                "FLINK_RUNBOOKS_REST_USER/_PASSWORD or ~/.netrc")
     _pull_options(pl, required_out=True)
 
+    ar = sub.add_parser("alert-rules", help="Prometheus alerting rules on Flink's own metrics, each with its runbook_url")
+    ar.add_argument("--site-url", default="", help="where the runbook site is published (sets runbook_url)")
+    ar.add_argument("--rest-url", default="", metavar="URL",
+                    help="the JobManager's REST address, set as the flink_rest_url annotation that serve pulls "
+                         "(Prometheus templates such as {{ $labels.flink_rest_url }} are kept)")
+    ar.add_argument("--format", choices=("rules", "prometheusrule"), default="rules",
+                    help="a Prometheus rule file, or a PrometheusRule resource of the Prometheus Operator")
+    ar.add_argument("--checkpoint-timeout-ms", type=int, default=600_000,
+                    help="the jobs' checkpoint timeout (default %(default)s, Flink's default)")
+    ar.add_argument("--expected-taskmanagers", type=int, help="alert when fewer TaskManagers are registered "
+                                                               "(default: when their number drops)")
+
     t = sub.add_parser("triage", help="diagnose, run the matching runbook notebooks, write a report and patches")
     t.add_argument("paths", nargs="+", metavar="PATH", help="the incident's logs and config files (as for diagnose)")
     t.add_argument("--out", required=True, metavar="DIR", help="output directory (must be empty unless --force)")
@@ -183,6 +195,15 @@ def _urls_pulled(paths: list[str], args, progress):
         _say(f"pulled {report.source} into {report.out}" + (" (partial)" if report.partial else ""))
         out.append(str(report.out))
     yield out
+
+
+def cmd_alert_rules(args) -> int:
+    from flink_runbooks.apps.alert_rules import render
+
+    sys.stdout.write(render(args.format, site_url=args.site_url, rest_url=args.rest_url,
+                            checkpoint_timeout_ms=args.checkpoint_timeout_ms,
+                            expected_taskmanagers=args.expected_taskmanagers))
+    return EXIT_CLEAN
 
 
 def cmd_pull(args) -> int:
@@ -388,7 +409,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = _parser().parse_args(argv)
     handler = {"diagnose": cmd_diagnose, "triage": cmd_triage, "serve": cmd_serve, "site": cmd_site,
-               "runbooks": cmd_runbooks, "new-runbook": cmd_new_runbook, "pull": cmd_pull}[args.command]
+               "runbooks": cmd_runbooks, "new-runbook": cmd_new_runbook, "pull": cmd_pull,
+               "alert-rules": cmd_alert_rules}[args.command]
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread and args.command != "serve" else None
     try:
