@@ -198,3 +198,27 @@ def test_the_exception_history_is_derived_only_when_no_jobmanager_log_was_pulled
     report = rest.pull(cluster, tmp_path / "bundle")
     assert not (tmp_path / "bundle" / "log" / "exception-history").exists()
     assert not any("exception history" in w for w in report.warnings)
+
+
+def test_a_redirect_is_not_followed_with_the_credentials(tmp_path, monkeypatch):
+    import http.server
+    import threading
+
+    class Redirecting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            self.send_response(302)
+            self.send_header("Location", "http://127.0.0.1:9/config")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv(rest.TOKEN_ENV, "token-planted-xyz")
+    try:
+        with pytest.raises(rest.PullError, match="HTTP 302"):
+            rest.pull(f"http://127.0.0.1:{server.server_address[1]}", tmp_path / "b")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -115,7 +115,8 @@ class RestClient:
         if self._auth:
             headers["Authorization"] = self._auth
         request = urllib.request.Request(self.base + path, headers=headers, method="GET")
-        return urllib.request.urlopen(request, timeout=min(self.timeout, left), context=self._context)
+        opener = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=self._context))
+        return opener.open(request, timeout=min(self.timeout, left))
 
     def get_json(self, path: str) -> Any:
         record = Request(urllib.parse.unquote(path))
@@ -171,6 +172,13 @@ class RestClient:
                 out.write(redact_text(line.decode("utf-8", errors="replace")))
         raw.unlink()
         return total, cut
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is answered as the error it is: following it would send the credentials to another address."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
 
 
 def _reason(exc: BaseException) -> str:
