@@ -147,8 +147,6 @@ def _selected_detectors(spec: str | None):
 
 
 def _pull_options(p: argparse.ArgumentParser, *, required_out: bool) -> None:
-    from flink_runbooks.collect import rest
-
     if required_out:
         p.add_argument("--out", required=True, metavar="DIR", help="the incident folder to write (new or empty)")
     else:
@@ -157,8 +155,8 @@ def _pull_options(p: argparse.ArgumentParser, *, required_out: bool) -> None:
                             "temporary directory, named on standard error)")
     p.add_argument("--job", metavar="ID|NAME", help="the job to pull (default: the jobs that failed, are failing or "
                                                      "restart, else every running job)")
-    p.add_argument("--timeout", type=float, default=rest.REQUEST_TIMEOUT_S, metavar="S",
-                   help="seconds to wait for each request (default %(default)g)")
+    # no default here: building the parser must not import the network code (collect.rest's REQUEST_TIMEOUT_S)
+    p.add_argument("--timeout", type=float, metavar="S", help="seconds to wait for each request (default 10)")
     p.add_argument("--ca-cert", metavar="FILE", help="CA certificate(s) to trust for https")
     p.add_argument("--insecure", action="store_true", help="do not check the server's TLS certificate (said in the "
                                                            "output and the manifest)")
@@ -167,8 +165,8 @@ def _pull_options(p: argparse.ArgumentParser, *, required_out: bool) -> None:
 def _pull(url: str, out: str, args, progress=None):
     from flink_runbooks.collect import rest
 
-    report = rest.pull(url, out, job=args.job, timeout=args.timeout, ca_cert=args.ca_cert, insecure=args.insecure,
-                       progress=progress)
+    report = rest.pull(url, out, job=args.job, timeout=args.timeout or rest.REQUEST_TIMEOUT_S, ca_cert=args.ca_cert,
+                       insecure=args.insecure, progress=progress)
     for warning in report.warnings:
         _say(f"warning: {warning}")
     return report

@@ -179,17 +179,7 @@ def _sources(payload: dict[str, Any]) -> list:
 
 def find_location(payload: dict[str, Any]) -> tuple[str | None, str | None]:
     """(log location, flink version) named by the payload, per the order documented above."""
-    def pick(mapping: dict | None, key: str) -> str | None:
-        value = (mapping or {}).get(key)
-        return value if isinstance(value, str) and value.strip() else None
-
-    sources = []
-    for alert in payload.get("alerts") or []:
-        sources += [alert.get("annotations"), alert.get("labels")]
-    sources += [payload.get("commonAnnotations"), payload.get("commonLabels")]
-    location = next((v for src in sources if (v := pick(src, LOCATION_KEY))), None)
-    version = next((v for src in sources if (v := pick(src, VERSION_KEY))), None)
-    return location, version
+    return find_value(payload, LOCATION_KEY), find_value(payload, VERSION_KEY)
 
 
 def _write_mark(out: pathlib.Path, run: Run) -> None:

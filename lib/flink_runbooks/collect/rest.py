@@ -20,6 +20,7 @@ and log file handlers of the JobManager and TaskManagers since 1.11.
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime
 import json
 import netrc
@@ -33,7 +34,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from flink_runbooks.parse.redact import redact_data, redact_text, redact_value
 from flink_runbooks.vocabulary.versions import FlinkVersion
@@ -118,19 +119,26 @@ class RestClient:
         opener = urllib.request.build_opener(_NoRedirect, urllib.request.HTTPSHandler(context=self._context))
         return opener.open(request, timeout=min(self.timeout, left))
 
-    def get_json(self, path: str) -> Any:
+    @contextlib.contextmanager
+    def _get(self, path: str) -> Iterator[tuple[Request, Any]]:
+        """The response to GET ``path``, its request recorded; every failure becomes a one-line :class:`PullError`."""
         record = Request(urllib.parse.unquote(path))
         self.requests.append(record)
         try:
             with self._open(path) as response:
-                body = response.read()
-                record.status, record.bytes = response.status, len(body)
+                record.status = response.status
+                yield record, response
         except urllib.error.HTTPError as exc:
             record.status, record.error = exc.code, f"HTTP {exc.code} {exc.reason}"
             raise PullError(f"GET {self.base}{record.path}: HTTP {exc.code} {exc.reason}") from None
         except (urllib.error.URLError, OSError, socket.timeout) as exc:
             record.error = _reason(exc)
             raise PullError(f"GET {self.base}{record.path}: {record.error}") from None
+
+    def get_json(self, path: str) -> Any:
+        with self._get(path) as (record, response):
+            body = response.read()
+            record.bytes = len(body)
         try:
             return json.loads(body)
         except ValueError:
@@ -138,39 +146,33 @@ class RestClient:
             raise PullError(f"GET {self.base}{record.path} did not answer with JSON") from None
 
     def get_to_file(self, path: str, dest: pathlib.Path, cap: int) -> tuple[int, bool]:
-        """Stream a text document to ``dest``, redacted line by line; over ``cap`` bytes, only the newest ``cap``
-        bytes are kept (from a line start). Returns the bytes read and whether it was cut."""
-        record = Request(urllib.parse.unquote(path))
-        self.requests.append(record)
+        """Stream a text document to ``dest``, redacted line by line before it is written (no unredacted byte reaches
+        the disk); over ``cap`` bytes, only the newest ``cap`` bytes are kept (from a line start). Returns the bytes
+        read and whether it was cut."""
         dest.parent.mkdir(parents=True, exist_ok=True)
-        raw = dest.with_name(dest.name + ".part")
-        total = 0
+        total, pending = 0, b""
         try:
-            with self._open(path) as response, open(raw, "wb") as out:
-                record.status = response.status
+            with self._get(path) as (record, response), open(dest, "w", encoding="utf-8") as out:
                 while chunk := response.read(_CHUNK):
-                    out.write(chunk)
                     total += len(chunk)
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    out.writelines(redact_text(line.decode("utf-8", errors="replace")) + "\n" for line in lines)
                     if time.monotonic() > self._deadline:
                         raise PullError(f"the pull from {self.base} took longer than {self.total_timeout:g} s and "
                                         f"was stopped while reading {record.path}")
-        except urllib.error.HTTPError as exc:
-            record.status, record.error = exc.code, f"HTTP {exc.code} {exc.reason}"
-            raw.unlink(missing_ok=True)
-            raise PullError(f"GET {self.base}{record.path}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, OSError, socket.timeout) as exc:
-            record.error = _reason(exc)
-            raw.unlink(missing_ok=True)
-            raise PullError(f"GET {self.base}{record.path}: {record.error}") from None
-        record.bytes = total
-        cut = total > cap
-        with open(raw, "rb") as src, open(dest, "w", encoding="utf-8") as out:
-            if cut:
-                src.seek(total - cap)
+                if pending:
+                    out.write(redact_text(pending.decode("utf-8", errors="replace")))
+                record.bytes = total
+        except PullError:
+            dest.unlink(missing_ok=True)
+            raise
+        cut = dest.stat().st_size > cap
+        if cut:
+            with open(dest, "rb") as src:
+                src.seek(-cap, os.SEEK_END)
                 src.readline()  # the rest of a line cut in the middle
-            for line in src:
-                out.write(redact_text(line.decode("utf-8", errors="replace")))
-        raw.unlink()
+                tail = src.read()
+            dest.write_bytes(tail)
         return total, cut
 
 
@@ -301,7 +303,7 @@ def _write_json(path: pathlib.Path, doc: Any) -> None:
 
 def _pull_configuration(client: RestClient, root: pathlib.Path, version: str | None, report: PullReport) -> None:
     try:
-        entries = _redacted([e for e in (client.get_json("/jobmanager/config") or []) if isinstance(e, dict)])
+        entries = [e for e in (client.get_json("/jobmanager/config") or []) if isinstance(e, dict)]
     except PullError as exc:
         if "HTTP 404" not in str(exc):
             raise
@@ -309,6 +311,7 @@ def _pull_configuration(client: RestClient, root: pathlib.Path, version: str | N
                                f"configuration is under rest/jobs/")
         return
     _write_json(root / "rest" / "jobmanager-config.json", entries)
+    entries = _redacted(entries)
     # 2.x reads only config.yaml; flat "key: value" lines are valid in both formats.
     v = FlinkVersion.parse(version)
     name = "config.yaml" if v is not None and v >= (2, 0) else "flink-conf.yaml"
