@@ -421,7 +421,7 @@ def _one_described_pod(block: str, base: int) -> Iterable[Fact]:
         yield Fact(offsets[at], None, "WARN", "pod",
                    f"{label} is {top.get('Status') or 'in trouble'}" + (f": {top['Reason']}" if top.get("Reason") else "")
                    + (f": {top['Message']}" if top.get("Message") else ""))
-    container, limit = None, None
+    container = None
     limits_at: dict[str, str] = {}
     # first pass: each container's memory limit
     section = None
