@@ -66,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
                                      "into an incident folder (read-only GETs, redacted as written)")
     pl.add_argument("url", metavar="URL", help="the JobManager's (or HistoryServer's) REST address, e.g. "
                                                "http://jobmanager:8081; credentials from FLINK_RUNBOOKS_REST_TOKEN, "
-                                               "FLINK_RUNBOOKS_REST_USER/_PASSWORD or ~/.netrc")
+                                               "FLINK_RUNBOOKS_REST_USER/_PASSWORD or ~/.netrc; or "
+                                               "k8s://NAMESPACE/NAME, a FlinkDeployment, FlinkSessionJob or pod "
+                                               "prefix, through the kubeconfig")
     _pull_options(pl, required_out=True)
 
     ar = sub.add_parser("alert-rules", help="Prometheus alerting rules on Flink's own metrics, each with its runbook_url")
@@ -160,11 +162,28 @@ def _pull_options(p: argparse.ArgumentParser, *, required_out: bool) -> None:
     p.add_argument("--ca-cert", metavar="FILE", help="CA certificate(s) to trust for https")
     p.add_argument("--insecure", action="store_true", help="do not check the server's TLS certificate (said in the "
                                                            "output and the manifest)")
+    p.add_argument("--kubeconfig", metavar="FILE", help="for k8s://NAMESPACE/NAME: the kubeconfig (default: "
+                                                        "KUBECONFIG, ~/.kube/config, else in-cluster)")
+    p.add_argument("--context", metavar="NAME", help="for k8s://: the kubeconfig context (default: its current one)")
+
+
+def _is_pulled(path: str) -> bool:
+    """An http(s):// JobManager or a k8s://NAMESPACE/NAME object, pulled before it is read."""
+    from flink_runbooks.collect.kubernetes import is_kubernetes_url
+    from flink_runbooks.collect.rest import is_rest_url
+
+    return is_rest_url(path) or is_kubernetes_url(path)
 
 
 def _pull(url: str, out: str, args, progress=None):
-    from flink_runbooks.collect import rest
+    from flink_runbooks.collect import kubernetes, rest
 
+    if kubernetes.is_kubernetes_url(url):
+        report = kubernetes.pull(url, out, kubeconfig=args.kubeconfig, context=args.context,
+                                 timeout=args.timeout or kubernetes.REQUEST_TIMEOUT_S, progress=progress)
+        for warning in report.warnings:
+            _say(f"warning: {warning}")
+        return report
     report = rest.pull(url, out, job=args.job, timeout=args.timeout or rest.REQUEST_TIMEOUT_S, ca_cert=args.ca_cert,
                        insecure=args.insecure, progress=progress)
     for warning in report.warnings:
@@ -175,18 +194,16 @@ def _pull(url: str, out: str, args, progress=None):
 @contextlib.contextmanager
 def _urls_pulled(paths: list[str], args, progress):
     """Each http(s):// URL among the paths pulled into an incident folder first (kept: the findings point into it)."""
-    from flink_runbooks.collect.rest import is_rest_url
-
-    if not any(is_rest_url(p) for p in paths):
+    if not any(_is_pulled(p) for p in paths):
         yield paths
         return
     out = []
     for i, path in enumerate(paths):
-        if not is_rest_url(path):
+        if not _is_pulled(path):
             out.append(path)
             continue
         if args.pull_dir:
-            folder = os.path.join(args.pull_dir, f"pull-{i}") if sum(map(is_rest_url, paths)) > 1 else args.pull_dir
+            folder = os.path.join(args.pull_dir, f"pull-{i}") if sum(map(_is_pulled, paths)) > 1 else args.pull_dir
         else:
             folder = tempfile.mkdtemp(prefix="flink-runbooks-pull-")
         report = _pull(path, folder, args, progress)

@@ -61,10 +61,9 @@ def shown_path(path: str) -> str:
 def _display(uri: str) -> str:
     """Paths as the user knows them: local files without the ``file:`` scheme, credentials in a URL masked,
     unprintable characters escaped (:func:`shown_path`)."""
-    if uri.startswith("file://"):
-        return shown_path(uri[len("file://"):])
     if uri.startswith("file:"):
-        return shown_path(uri[len("file:"):])
+        path = re.sub(r"^file:(//)?", "", uri)
+        return shown_path(_derived.get(path, path))
     return shown_path(redact_text(uri) or uri)
 
 
@@ -254,6 +253,82 @@ def _is_flink_resource(path: str) -> bool:
     return flink_resource_kind(head) is not None
 
 
+# Kubernetes documents (events, pods, `kubectl describe pod`, a FlinkDeployment's status) are read as log records:
+# converted here, once, into a log file of their facts (parse.kubernetes), which the scan reads like any other log.
+# Evidence names the document itself: its facts stand on the document's own lines.
+_KUBERNETES_NAME = re.compile(r"(?i)(\.(json|ya?ml|txt|log|out|describe)|^[^.]+)$")
+_derived: dict[str, str] = {}  # converted file -> the document it came from
+_derived_folder: list[str] = []
+
+
+def _kubernetes_document(path: str, size: int, listed: ListedInputs) -> bool:
+    """Whether ``path`` is a Kubernetes document (then it is listed: its records as a log, a Flink resource also as
+    configuration, or a warning when it cannot be read); False for anything else."""
+    from flink_runbooks.parse import kubernetes
+    from flink_runbooks.parse.config import flink_resource_kind
+
+    name = os.path.basename(path)
+    if not _KUBERNETES_NAME.search(name) or name.lower() in CONFIG_NAMES + METADATA_NAMES:
+        return False
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(kubernetes.HEAD_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    kind = kubernetes.document_kind(head)
+    if kind is None:
+        return False
+    uri = "file://" + os.path.abspath(path)
+    resource = kind == "yaml" and flink_resource_kind(head) is not None
+    if resource:  # its spec.flinkConfiguration is the configuration; its status, if any, becomes records below
+        listed.configs.append(uri)
+    if size > kubernetes.MAX_DOCUMENT_BYTES:
+        listed.warnings.append(f"{shown_path(path)} looks like a Kubernetes document of {size / (1 << 20):,.1f} MiB, "
+                               f"more than the {kubernetes.MAX_DOCUMENT_BYTES >> 20} MiB one incident's events, pods "
+                               f"or resource take; skipped (select fewer objects, e.g. --field-selector)")
+        return True
+    try:
+        with open(path, "rb") as fh:
+            text = fh.read().decode("utf-8", errors="replace")
+        lines, _ = kubernetes.records_of(text, shown_path(path), kind)
+    except kubernetes.DocumentError as exc:
+        if not resource:
+            listed.warnings.append(f"{exc}; skipped")
+        return True
+    except OSError as exc:
+        listed.warnings.append(f"{shown_path(path)} cannot be read ({exc.strerror or exc}); skipped")
+        return True
+    if any(lines):
+        derived = _write_derived(path, lines)
+        listed.logs.append(("file://" + derived, os.path.getsize(derived)))
+    elif not resource:
+        listed.skipped.append(shown_path(path) + " (a Kubernetes document without events, pods or status)")
+    return True
+
+
+def _write_derived(path: str, lines: list[str]) -> str:
+    """The records of a document as a file in this process's own temporary folder (removed when it exits), named
+    after the document so its role (jobmanager, taskmanager) reads from the name as for any log."""
+    import atexit
+    import hashlib
+    import shutil
+    import tempfile
+
+    if not _derived_folder:
+        folder = tempfile.mkdtemp(prefix="flink-runbooks-kubernetes-")
+        atexit.register(shutil.rmtree, folder, True)
+        _derived_folder.append(folder)
+    data = ("\n".join(lines) + "\n").encode("utf-8", errors="surrogateescape")
+    digest = hashlib.sha256(os.path.abspath(path).encode("utf-8", errors="surrogateescape") + b"\0" + data)
+    safe = re.sub(r"[^\w.-]", "_", os.path.basename(path))[:100]
+    derived = os.path.join(_derived_folder[0], f"{digest.hexdigest()[:16]}-{safe}.records.log")
+    if not os.path.exists(derived):
+        with open(derived, "wb") as fh:
+            fh.write(data)
+    _derived[derived] = os.path.abspath(path)
+    return derived
+
+
 def _pulled_version(folder: str) -> str | None:
     try:
         with open(os.path.join(folder, PULL_MANIFEST), encoding="utf-8") as fh:
@@ -286,6 +361,8 @@ def _add_local_file(path: str, listed: ListedInputs, seen: set[str], explicit: b
         listed.warnings.append(f"{shown_path(path)} cannot be read ({exc.strerror or exc}); skipped")
         return
     uri = "file://" + os.path.abspath(path)
+    if _kubernetes_document(path, st.st_size, listed):
+        return
     if path.lower().endswith((".yaml", ".yml")) and os.path.basename(path).lower() not in CONFIG_NAMES:
         if _is_flink_resource(path):  # a FlinkDeployment: its spec.flinkConfiguration is the configuration
             listed.configs.append(uri)

@@ -3,6 +3,7 @@ limit: which memory was outside Flink's budget, and how much more the budget nee
 from __future__ import annotations
 
 import math
+import re
 
 from flink_runbooks.evidence.memory import MemoryConfigError, TaskManagerMemory, derive_jobmanager_memory, derive_taskmanager_memory, grow_pool
 from flink_runbooks.evidence.memory.incident import (KILL_SIGNATURES, STATE_BACKEND_SIGNATURES, ContainerKill, apply_changes,
@@ -219,9 +220,9 @@ class ContainerMemoryExceeded(Detector):
     def _cause(self, incident: Incident, kills: list[ContainerKill], mem: TaskManagerMemory | None) -> str:
         if all(k.kind == "virtual" for k in kills):
             return "yarn-virtual-memory-check"
-        if all(k.jobmanager for k in kills):
+        if all(_jobmanager(k) for k in kills):
             return "jobmanager-container"
-        tm_kills = [k for k in kills if k.kind != "virtual" and not k.jobmanager]
+        tm_kills = [k for k in kills if k.kind != "virtual" and not _jobmanager(k)]
         if all(k.kind == "evicted" for k in tm_kills):
             return "node-memory-pressure-eviction"
         limits = [k.physical_limit for k in tm_kills if k.physical_limit]
@@ -381,6 +382,12 @@ class ContainerMemoryExceeded(Detector):
         elif cause in ("container-smaller-than-process", "undetermined", "native-memory-outside-budget"):
             sentences.append(self.say(cause))
         return " ".join(sentences)
+
+
+def _jobmanager(kill: ContainerKill) -> bool:
+    """The killed container is the JobManager's: by its name, or by the pod's role a Kubernetes record names
+    (``Pod orders-5d7b9c-x2x4z (jobmanager, ...)``: a native JobManager pod's name does not say it)."""
+    return kill.jobmanager or bool(re.search(r"\bPod \S+ \(jobmanager\b", kill.event.message))
 
 
 def _overhead_raised(incident: Incident) -> bool:

@@ -26,6 +26,12 @@ _PARALLELISM = re.compile(r"\((?P<i>\d+)/(?P<n>\d+)\)")
 _WORKER_REQUEST = re.compile(r"Requesting new worker with resource spec|Requesting new TaskExecutor container|"
                              r"Creating new TaskManager pod")
 _MATCHING = re.compile(r"Matching resource requirements against available resources")
+# Kubernetes refusing the TaskManager pods the ResourceManager (or a Deployment) asked for: the scheduler found no node
+# with room, or the namespace's ResourceQuota forbids them. Events and pod states arrive as kubernetes.* records
+# (parse.kubernetes); the JobManager's own client logs the quota refusal too.
+_K8S_UNSCHEDULABLE = re.compile(r"FailedScheduling|cannot be scheduled")
+_K8S_QUOTA = re.compile(r"exceeded quota:? ?(?P<quota>[\w.-]+)?")
+_K8S_SHORTAGE = re.compile(r"\d+ (?P<what>Insufficient [\w/-]+(?:\.[\w/-]+)*|node\(s\) didn't match [^,.]+|Too many pods)")
 _DEFAULT_TIMEOUT_MS = 300_000  # slot.request.timeout and the adaptive scheduler's resource-wait-timeout
 
 
@@ -65,6 +71,7 @@ class NoResourceAvailable(Detector):
         r"Registering TaskManager with ResourceID ",
         r"Failed to go from \w+ to \w+ because",
         r"reached (?:globally )?terminal state FAILED",
+        r"FailedScheduling|cannot be scheduled|exceeded quota",
     )
     root_causes = (
         RootCause("parallelism-exceeds-slots", "The job needs more slots than all registered TaskManagers offer.",
@@ -79,7 +86,9 @@ class NoResourceAvailable(Detector):
                            "ops:bring TaskManagers up")),
         RootCause("workers-not-provisioned", "The ResourceManager asked YARN/Kubernetes for TaskManagers that never "
                   "came up (quota, queue full, pods Pending, image or scheduling problems).",
-                  "'Requesting new worker …' / 'Creating new TaskManager pod …' without a matching registration.",
+                  "'Requesting new worker …' / 'Creating new TaskManager pod …' without a matching registration; "
+                  "Kubernetes events or pod states showing the TaskManager pods unschedulable (FailedScheduling: "
+                  "Insufficient memory/cpu) or forbidden by a ResourceQuota ('exceeded quota', FailedCreate).",
                   patches=("flink:slot.request.timeout", "ops:bring TaskManagers up")),
         RootCause("resource-profile-unfulfillable", "Fine-grained resource requirements ask for more than any "
                   "TaskManager can offer in one slot.",
@@ -110,6 +119,19 @@ class NoResourceAvailable(Detector):
         "note requirements": "what the job asked for",
         "note matching": "the ResourceManager's view: missing and current resources",
         "note worker": "the ResourceManager asked for a new TaskManager",
+        "note refused": "Kubernetes did not start a TaskManager pod",
+        "kubernetes refused": " Kubernetes did not start the TaskManager pod(s): {reason} ({count} record(s), the first at "
+                              "{where}).",
+        "unschedulable": "no node had room ({shortage})",
+        "unschedulable unnamed": "no node could take them (FailedScheduling)",
+        "quota": "the namespace's ResourceQuota {quota} forbids more",
+        "no room on nodes": "The TaskManager pods fit on no node ({shortage}): add nodes (or let the cluster "
+                            "autoscaler add them), or ask for less per TaskManager (spec.taskManager.resource of the "
+                            "FlinkDeployment, or taskmanager.memory.process.size / kubernetes.taskmanager.cpu) and "
+                            "run more slots per TaskManager.",
+        "quota exhausted": "The namespace's ResourceQuota {quota} leaves no room for another TaskManager pod: raise "
+                           "it, or make the job fit (fewer or smaller TaskManagers: lower the parallelism or "
+                           "spec.taskManager.resource).",
         # patches
         "more slots": "{taskmanagers} TaskManager(s) × {wanted} slot(s) ≥ the {required} slot(s) the job needs. More "
                       "slots per TaskManager share its memory and CPU: check the TaskManager's size.",
@@ -136,13 +158,19 @@ class NoResourceAvailable(Detector):
 
     def detect(self, incident: Incident) -> list[Finding]:
         failures = [ev for ev in incident.events if _NO_RESOURCE.search(ev.text)]
-        if not failures:
+        refused = kubernetes_refusals(incident)
+        waiting = any(_WORKER_REQUEST.search(ev.message) or _REQUIREMENTS.search(ev.message) for ev in incident.events)
+        taskmanager_refused = [ev for ev in refused if "taskmanager" in ev.text.lower()]
+        if not failures and not (refused and waiting) and not taskmanager_refused:
             return []
-        first = failures[0]
+        first = failures[0] if failures else refused[0]
         numbers = _capacity(incident, first)
-        cause = _cause(numbers)
-        evidence = [first] + [ev for ev in numbers.pop("_evidence") if ev is not first]
-        notes = {0: self.say("note gave up")}
+        if refused:
+            numbers["kubernetes_refused"] = _refusal(refused)
+        cause = "workers-not-provisioned" if refused else _cause(numbers)
+        refusal_evidence = [ev for ev in refused[:2] if ev is not first]
+        evidence = [first] + refusal_evidence + [ev for ev in numbers.pop("_evidence") if ev is not first]
+        notes = {0: self.say("note gave up") if failures else self.say("note refused")}
         for i, ev in enumerate(evidence[1:], 1):
             notes[i] = self._note(ev)
         summary = self._summary(cause, numbers)
@@ -151,6 +179,24 @@ class NoResourceAvailable(Detector):
                              patches=self._patches(incident, cause, numbers), details=numbers)]
 
     def _summary(self, cause: str, n: dict) -> str:
+        refused = n.get("kubernetes_refused")
+        if refused:
+            return self._numbers(cause, n) + self.say(
+                "kubernetes refused", reason=self._refusal_reason(refused), count=refused["records"],
+                where=refused["first"])
+        return self._numbers(cause, n)
+
+    def _refusal_reason(self, refused: dict) -> str:
+        reasons = []
+        if refused.get("shortage"):
+            reasons.append(self.say("unschedulable", shortage=refused["shortage"]))
+        elif refused.get("unschedulable"):
+            reasons.append(self.say("unschedulable unnamed"))
+        if refused.get("quota"):
+            reasons.append(self.say("quota", quota=refused["quota"]))
+        return "; ".join(reasons)
+
+    def _numbers(self, cause: str, n: dict) -> str:
         have = []
         if n.get("required_slots") is not None:
             have.append(self.say("needs", required=n["required_slots"]))
@@ -190,6 +236,20 @@ class NoResourceAvailable(Detector):
                 self.say("free or add slots", free=free, slots=n.get("cluster_slots"), required=required,
                          more=math.ceil((required - free) / per_tm)),
                 snippet="flink list -r   # running jobs and who holds the slots"))
+        refused = n.get("kubernetes_refused")
+        if cause == "workers-not-provisioned" and refused:
+            # waiting longer brings no pod a node has no room for, or a quota forbids
+            if refused.get("quota"):
+                patches.append(self.ops_patch(
+                    "bring TaskManagers up", self.say("quota exhausted", quota=refused["quota"]),
+                    snippet=f"kubectl describe resourcequota {refused['quota']} -n <namespace>   # used / hard"))
+            if refused.get("unschedulable") or not refused.get("quota"):
+                patches.append(self.ops_patch(
+                    "bring TaskManagers up",
+                    self.say("no room on nodes", shortage=refused.get("shortage") or "FailedScheduling"),
+                    snippet="kubectl describe nodes | grep -A8 'Allocated resources'\n"
+                            "kubectl get events --field-selector reason=FailedScheduling"))
+            return patches
         if cause in ("no-taskmanagers", "workers-not-provisioned"):
             what = self.say("never registered" if cause == "workers-not-provisioned" else "none registered")
             patches.append(self.ops_patch(
@@ -223,6 +283,8 @@ class NoResourceAvailable(Detector):
             return self.say("note matching")
         if _WORKER_REQUEST.search(ev.message):
             return self.say("note worker")
+        if _is_refusal(ev):
+            return self.say("note refused")
         return ""
 
 
@@ -301,6 +363,26 @@ def _capacity(incident: Incident, first: Event) -> dict:
         out["waited"] = format_duration(round(waited) * 1000)
     out["_evidence"] = evidence
     return out
+
+
+def _is_refusal(ev: Event) -> bool:
+    if _K8S_QUOTA.search(ev.text):
+        return True
+    return (ev.logger or "").startswith("kubernetes.") and bool(_K8S_UNSCHEDULABLE.search(ev.message))
+
+
+def kubernetes_refusals(incident: Incident) -> list[Event]:
+    """Records of Kubernetes refusing pods (unschedulable, over quota), the JobManager's own pods left out: a
+    JobManager that never started does not wait for slots."""
+    return [ev for ev in incident.events if _is_refusal(ev) and "(jobmanager" not in ev.message]
+
+
+def _refusal(refused: list[Event]) -> dict:
+    shortages = sorted({m["what"] for ev in refused for m in _K8S_SHORTAGE.finditer(ev.text)})
+    quotas = [m["quota"] for ev in refused for m in [_K8S_QUOTA.search(ev.text)] if m and m["quota"]]
+    return {"records": len(refused), "first": refused[0].location(),
+            "unschedulable": any(_K8S_UNSCHEDULABLE.search(ev.text) for ev in refused),
+            "shortage": ", ".join(shortages), "quota": quotas[0] if quotas else None}
 
 
 def _failing_job(incident: Incident, first: Event, before: list[Event]) -> str | None:
