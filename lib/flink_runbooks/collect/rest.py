@@ -36,6 +36,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from flink_runbooks.model import (ClusterSnapshot, RestCheckpoint, RestCheckpointConfig, RestFailure, RestFailureEntry,
+                                  RestJob, RestTaskManager, RestVertex)
 from flink_runbooks.parse.redact import redact_data, redact_text, redact_value
 from flink_runbooks.vocabulary.versions import FlinkVersion
 
@@ -453,3 +455,164 @@ def _pull_logs(client: RestClient, root: pathlib.Path, cap: int, report: PullRep
 
 def _safe(name: str) -> str:
     return re.sub(r"[^\w.-]", "_", name)
+
+
+# ------------------------------------------------------------------------------------------ reading a bundle back
+
+# A REST document of a pull is a few kilobytes (an exception history of MAX_EXCEPTIONS traces: a few hundred); a
+# bigger one was not written by a pull and is not read.
+MAX_DOCUMENT_BYTES = 16 << 20
+MAX_STACKTRACE_CHARS = 64 << 10
+
+
+def read_bundle(folder: str | os.PathLike, shown: str | None = None) -> tuple[ClusterSnapshot | None, list[str]]:
+    """The REST documents of the bundle ``folder`` (written by :func:`pull`) as plain data, with a warning per
+    document that cannot be read; ``(None, [])`` when the folder is not a pulled bundle. Fields a release lacks
+    (``endpoint`` before 1.19, ``failureLabels`` before 1.18, ``checkpointed_size`` before 1.15) stay empty."""
+    root = pathlib.Path(folder)
+    shown = shown or str(root)
+    warnings: list[str] = []
+    manifest = _document(root / "manifest.json", shown, warnings)
+    if not isinstance(manifest, dict) or "source" not in manifest or "requests" not in manifest:
+        return None, []
+    snapshot = ClusterSnapshot(bundle=shown, source=_text(manifest.get("source")),
+                               pulled_at=_text(manifest.get("pulled_at")),
+                               flink_version=_text(manifest.get("flink_version")))
+    jobs_dir = root / "rest" / "jobs"
+    listed = [str(j) for j in manifest.get("jobs") or [] if JOB_ID.match(str(j))]
+    found = sorted(p.name for p in jobs_dir.iterdir() if p.is_dir() and JOB_ID.match(p.name)) if jobs_dir.is_dir() else []
+    for jid in dict.fromkeys(listed + found):
+        folder_of_job = jobs_dir / jid
+        if folder_of_job.is_dir():
+            snapshot.jobs.append(_read_job(folder_of_job, jid, shown, warnings))
+    tm_dir = root / "rest" / "taskmanagers"
+    for path in sorted(tm_dir.glob("*.json")) if tm_dir.is_dir() else []:
+        doc = _document(path, shown, warnings)
+        if isinstance(doc, dict) and doc.get("id"):
+            snapshot.taskmanagers.append(RestTaskManager(
+                id=str(doc["id"]), memory=_numbers(doc.get("memoryConfiguration")),
+                hardware=_numbers(doc.get("hardware")), metrics=_numbers(doc.get("metrics")),
+                document=_relative(path, root, shown)))
+    return snapshot, warnings
+
+
+def _document(path: pathlib.Path, shown: str, warnings: list[str]) -> Any:
+    try:
+        if not path.is_file():
+            return None
+        if path.stat().st_size > MAX_DOCUMENT_BYTES:
+            warnings.append(f"{shown}/{path.name}: larger than {MAX_DOCUMENT_BYTES >> 20} MiB, not a document a pull "
+                            f"writes; not read")
+            return None
+        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError) as exc:
+        warnings.append(f"{shown}: {path.name} cannot be read as JSON ({exc.__class__.__name__}); not used")
+        return None
+
+
+def _relative(path: pathlib.Path, root: pathlib.Path, shown: str) -> str:
+    return f"{shown.rstrip('/')}/{path.relative_to(root).as_posix()}"
+
+
+def _read_job(folder: pathlib.Path, jid: str, shown: str, warnings: list[str]) -> RestJob:
+    root = folder.parent.parent.parent
+    job = RestJob(jid)
+    details = _document(folder / "job.json", shown, warnings)
+    if isinstance(details, dict):
+        job.documents["job"] = _relative(folder / "job.json", root, shown)
+        job.name, job.state = _text(details.get("name")), _text(details.get("state"))
+        job.start_ms, job.end_ms = _millis(details.get("start-time")), _millis(details.get("end-time"))
+        job.state_times = {k: v for k, v in _numbers(details.get("timestamps")).items() if v > 0}
+        for v in details.get("vertices") or []:
+            if isinstance(v, dict):
+                job.vertices.append(RestVertex(
+                    name=str(v.get("name") or ""), status=_text(v.get("status")),
+                    parallelism=_millis(v.get("parallelism")), tasks=_numbers(v.get("tasks")),
+                    start_ms=_millis(v.get("start-time")), duration_ms=_millis(v.get("duration"))))
+    exceptions = _document(folder / "exceptions.json", shown, warnings)
+    if isinstance(exceptions, dict) and isinstance(exceptions.get("exceptionHistory"), dict):
+        history = exceptions["exceptionHistory"]
+        job.documents["exceptions"] = _relative(folder / "exceptions.json", root, shown)
+        job.has_history = True
+        job.history_truncated = bool(history.get("truncated"))
+        entries = [RestFailureEntry(_failure(e), [_failure(c) for c in e.get("concurrentExceptions") or []
+                                                  if isinstance(c, dict)])
+                   for e in history.get("entries") or [] if isinstance(e, dict)]
+        _number_lines(folder / "exceptions.json", entries)
+        job.history = sorted(entries, key=lambda e: e.root.timestamp_ms or 0)
+    checkpoints = _document(folder / "checkpoints.json", shown, warnings)
+    if isinstance(checkpoints, dict):
+        job.documents["checkpoints"] = _relative(folder / "checkpoints.json", root, shown)
+        job.checkpoint_counts = _numbers(checkpoints.get("counts"))
+        seen: dict[int, RestCheckpoint] = {}
+        latest = checkpoints.get("latest") or {}
+        for c in [*(checkpoints.get("history") or []), *(latest.values() if isinstance(latest, dict) else [])]:
+            if isinstance(c, dict) and isinstance(c.get("id"), int) and "status" in c:
+                seen.setdefault(c["id"], _checkpoint(c))
+        job.checkpoints = sorted(seen.values(), key=lambda c: (c.trigger_ms or 0, c.checkpoint_id))
+    config = _document(folder / "checkpoints-config.json", shown, warnings)
+    if isinstance(config, dict) and ("timeout" in config or "mode" in config):
+        job.documents["checkpoints-config"] = _relative(folder / "checkpoints-config.json", root, shown)
+        interval = _millis(config.get("interval"))
+        external = config.get("externalization") if isinstance(config.get("externalization"), dict) else {}
+        job.checkpoint_config = RestCheckpointConfig(
+            mode=_text(config.get("mode")),
+            # Long.MAX_VALUE (or nothing) is how the REST API says checkpointing is off
+            interval_ms=interval if interval and 0 < interval < (1 << 62) else None,
+            timeout_ms=_millis(config.get("timeout")), min_pause_ms=_millis(config.get("min_pause")),
+            max_concurrent=_millis(config.get("max_concurrent")),
+            tolerable_failed=_millis(config.get("tolerable_failed_checkpoints")),
+            unaligned=config.get("unaligned_checkpoints") if isinstance(config.get("unaligned_checkpoints"), bool) else None,
+            externalized=external.get("enabled") if isinstance(external.get("enabled"), bool) else None,
+            state_backend=_text(config.get("state_backend")), checkpoint_storage=_text(config.get("checkpoint_storage")))
+    return job
+
+
+def _number_lines(path: pathlib.Path, entries: list[RestFailureEntry]) -> None:
+    """The line of each failure's trace in the document as the pull wrote it (keys sorted, one per line: an entry's
+    concurrent exceptions come before its own ``stacktrace``), so evidence points at it; left unset when the
+    document was written otherwise."""
+    try:
+        lines = [i + 1 for i, text in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines())
+                 if text.lstrip().startswith('"stacktrace": ')]
+    except OSError:
+        return
+    failures = [f for e in entries for f in [*e.concurrent, e.root]]
+    if len(lines) == len(failures):
+        for failure, line in zip(failures, lines):
+            failure.line = line
+
+
+def _failure(doc: dict) -> RestFailure:
+    labels = doc.get("failureLabels") if isinstance(doc.get("failureLabels"), dict) else {}
+    return RestFailure(
+        exception=str(doc.get("exceptionName") or ""),
+        stacktrace=str(doc.get("stacktrace") or doc.get("exceptionName") or "")[:MAX_STACKTRACE_CHARS],
+        timestamp_ms=_millis(doc.get("timestamp")), task=_text(doc.get("taskName")),
+        # "endpoint" since 1.19 (2.x has only it), "location" before
+        location=_text(doc.get("endpoint") or doc.get("location")), taskmanager=_text(doc.get("taskManagerId")),
+        labels={str(k): str(v) for k, v in labels.items()})
+
+
+def _checkpoint(doc: dict) -> RestCheckpoint:
+    return RestCheckpoint(
+        checkpoint_id=doc["id"], status=str(doc.get("status") or ""), savepoint=bool(doc.get("is_savepoint")),
+        trigger_ms=_millis(doc.get("trigger_timestamp")), ack_ms=_millis(doc.get("latest_ack_timestamp")),
+        end_to_end_ms=_millis(doc.get("end_to_end_duration")), state_size=_millis(doc.get("state_size")),
+        checkpointed_size=_millis(doc.get("checkpointed_size")), failure_ms=_millis(doc.get("failure_timestamp")),
+        failure_message=_text(doc.get("failure_message")), acknowledged=_millis(doc.get("num_acknowledged_subtasks")),
+        subtasks=_millis(doc.get("num_subtasks")))
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value) else None
+
+
+def _millis(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _numbers(doc: Any) -> dict:
+    if not isinstance(doc, dict):
+        return {}
+    return {str(k): v for k, v in doc.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
