@@ -238,6 +238,16 @@ class RestJob:
 
 
 @dataclass
+class RestThread:
+    """One thread of a TaskManager's thread dump: its name and its stack as the JVM prints it, where it is written."""
+
+    name: str
+    text: str
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass
 class RestTaskManager:
     """``GET /taskmanagers/:id``: the memory sizes the TaskManager runs with, its host and its JVM's usage."""
 
@@ -246,6 +256,7 @@ class RestTaskManager:
     hardware: dict[str, float] = field(default_factory=dict)
     metrics: dict[str, float] = field(default_factory=dict)  # heapUsed, directUsed, mappedUsed, ... (bytes)
     document: str | None = None
+    threads: list[RestThread] = field(default_factory=list)  # its thread dump, when the pull took one
 
 
 @dataclass
@@ -283,7 +294,8 @@ class ClusterSnapshot:
 
         d = dict(d)
         d["jobs"] = [job(j) for j in d.get("jobs") or []]
-        d["taskmanagers"] = [RestTaskManager(**t) for t in d.get("taskmanagers") or []]
+        d["taskmanagers"] = [RestTaskManager(**{**t, "threads": [RestThread(**x) for x in t.get("threads") or []]})
+                             for t in d.get("taskmanagers") or []]
         return cls(**d)
 
 

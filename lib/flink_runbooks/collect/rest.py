@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from flink_runbooks.model import (ClusterSnapshot, RestCheckpoint, RestCheckpointConfig, RestFailure, RestFailureEntry,
-                                  RestJob, RestTaskManager, RestVertex)
+                                  RestJob, RestTaskManager, RestThread, RestVertex)
 from flink_runbooks.parse.redact import redact_data, redact_text, redact_value
 from flink_runbooks.vocabulary.versions import FlinkVersion
 
@@ -50,6 +50,7 @@ PULL_TIMEOUT_S = 180.0
 MAX_LOG_BYTES = 64 << 20  # per log file; the newest bytes are kept
 MAX_EXCEPTIONS = 20
 MAX_JOBS = 5
+THREAD_DUMP_SUFFIX = "-thread-dump.json"  # rest/taskmanagers/<id>-thread-dump.json
 _CHUNK = 1 << 20
 # Jobs worth a diagnosis first: those that failed, are failing or restart.
 TROUBLED_STATES = ("FAILED", "FAILING", "RESTARTING")
@@ -228,6 +229,8 @@ class PullReport:
     logs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     partial: bool = False
+    # TaskManagers hosting a subtask that hangs in cancellation: their thread dumps are pulled
+    cancelling: set[str] = field(default_factory=set)
 
 
 def pull(url: str, out: str | os.PathLike, *, job: str | None = None, timeout: float = REQUEST_TIMEOUT_S,
@@ -349,8 +352,14 @@ def _pull_jobs(client: RestClient, root: pathlib.Path, chosen: list[dict], repor
             continue
         say(f"job {j.get('name')} ({jid}, {j.get('state')})")
         report.jobs.append(jid)
-        for name, path in (("job", f"/jobs/{jid}"),
-                           ("exceptions", f"/jobs/{jid}/exceptions?maxExceptions={MAX_EXCEPTIONS}"),
+        try:
+            details = client.get_json(f"/jobs/{jid}")
+            _write_json(root / "rest" / "jobs" / jid / "job.json", details)
+        except PullError as exc:
+            report.warnings.append(str(exc))
+            details = None
+        report.cancelling.update(_cancelling_hosts(client, root, jid, details, report))
+        for name, path in (("exceptions", f"/jobs/{jid}/exceptions?maxExceptions={MAX_EXCEPTIONS}"),
                            ("checkpoints", f"/jobs/{jid}/checkpoints"),
                            ("checkpoints-config", f"/jobs/{jid}/checkpoints/config"),
                            ("config", f"/jobs/{jid}/config")):
@@ -359,6 +368,55 @@ def _pull_jobs(client: RestClient, root: pathlib.Path, chosen: list[dict], repor
             except PullError as exc:
                 # a job without checkpointing answers 404 on its checkpoint documents
                 report.warnings.append(str(exc))
+
+
+def _cancelling_hosts(client: RestClient, root: pathlib.Path, jid: str, details: Any, report: PullReport) -> set[str]:
+    """The TaskManagers hosting a subtask of ``jid`` that is CANCELING (``GET /jobs/:jobid/vertices/:vertexid``'s
+    ``taskmanager-id``), when a vertex has cancelling subtasks or the job is CANCELLING. A subtask still cancelling
+    when someone pulls is the moment its stack is worth having: one GET per TaskManager."""
+    if not isinstance(details, dict):
+        return set()
+    vertices = [v for v in details.get("vertices") or [] if isinstance(v, dict)]
+    hanging = [v for v in vertices if (v.get("tasks") or {}).get("CANCELING") or v.get("status") == "CANCELING"]
+    if not hanging and details.get("state") == "CANCELLING":
+        hanging = [v for v in vertices if v.get("status") not in ("FINISHED", "CANCELED", "FAILED")]
+    hosts = set()
+    for v in hanging:
+        vid = str(v.get("id", ""))
+        if not re.fullmatch(r"[0-9a-f]{32}", vid):
+            continue
+        try:
+            doc = client.get_json(f"/jobs/{jid}/vertices/{vid}")
+        except PullError as exc:
+            report.warnings.append(str(exc))
+            continue
+        _write_json(root / "rest" / "jobs" / jid / "vertices" / f"{vid}.json", doc)
+        for subtask in (doc or {}).get("subtasks") or []:
+            if isinstance(subtask, dict) and subtask.get("status") == "CANCELING" and subtask.get("taskmanager-id"):
+                hosts.add(str(subtask["taskmanager-id"]))
+    return hosts
+
+
+def _pull_thread_dump(client: RestClient, root: pathlib.Path, tm_id: str, quoted: str, report: PullReport) -> None:
+    """``log/taskmanager-<id>/thread-dump.txt``: every thread of the TaskManager with its stack, as the JVM prints
+    it (``GET /taskmanagers/:id/thread-dump``, ``ThreadDumpInfo``: ``threadInfos[].stringifiedThreadInfo``), redacted
+    line by line; the JSON itself goes to rest/taskmanagers/."""
+    try:
+        doc = client.get_json(f"/taskmanagers/{quoted}/thread-dump")
+    except PullError as exc:
+        report.warnings.append(f"{exc} (no thread dump of a TaskManager whose task hangs in cancellation)")
+        return
+    _write_json(root / "rest" / "taskmanagers" / f"{_safe(tm_id)}{THREAD_DUMP_SUFFIX}", doc)
+    threads = [t for t in (doc or {}).get("threadInfos") or [] if isinstance(t, dict)]
+    lines = [f"# Thread dump of TaskManager {tm_id} (GET /taskmanagers/{tm_id}/thread-dump), pulled by flink-runbooks "
+             f"because a task it hosts hangs in cancellation."]
+    for thread in threads:
+        text = str(thread.get("stringifiedThreadInfo") or f'"{thread.get("threadName")}"')
+        lines += [redact_text(line) for line in text.rstrip("\n").split("\n")] + [""]
+    dest = root / "log" / f"taskmanager-{_safe(tm_id)}" / "thread-dump.txt"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("\n".join(lines) + "\n")
+    report.logs.append(str(dest.relative_to(root)))
 
 
 # The exception history as log records: Flink's log4j2 layout, under a logger that says where they come from.
@@ -387,7 +445,9 @@ def _exception_history_log(root: pathlib.Path, jid: str) -> str | None:
             where = failure.get("taskName")
             what = (f"{where} on {failure.get('location') or failure.get('endpoint') or 'an unknown TaskManager'} "
                     f"failed" if where else "the job failed (global failure)")
-            records.append((int(failure.get("timestamp") or 0), f"Job {name} ({jid}): {what}.", stack))
+            labels = failure.get("failureLabels") if isinstance(failure.get("failureLabels"), dict) else {}
+            labelled = "".join(f" [{k}: {v}]" for k, v in sorted(labels.items()))
+            records.append((int(failure.get("timestamp") or 0), f"Job {name} ({jid}): {what}.{labelled}", stack))
     if not records:
         return None
     lines = [f"# Derived by flink-runbooks pull from GET /jobs/{jid}/exceptions: the exception history as log records."]
@@ -450,6 +510,8 @@ def _pull_logs(client: RestClient, root: pathlib.Path, cap: int, report: PullRep
             _write_json(root / "rest" / "taskmanagers" / f"{_safe(tm_id)}.json", client.get_json(f"/taskmanagers/{quoted}"))
         except PullError as exc:
             report.warnings.append(str(exc))
+        if tm_id in report.cancelling:
+            _pull_thread_dump(client, root, tm_id, quoted, report)
         fetch(f"/taskmanagers/{quoted}/logs", f"/taskmanagers/{quoted}/logs", root / "log" / f"taskmanager-{_safe(tm_id)}")
 
 
@@ -463,6 +525,7 @@ def _safe(name: str) -> str:
 # bigger one was not written by a pull and is not read.
 MAX_DOCUMENT_BYTES = 16 << 20
 MAX_STACKTRACE_CHARS = 64 << 10
+MAX_THREADS = 5000
 
 
 def read_bundle(folder: str | os.PathLike, shown: str | None = None) -> tuple[ClusterSnapshot | None, list[str]]:
@@ -487,13 +550,35 @@ def read_bundle(folder: str | os.PathLike, shown: str | None = None) -> tuple[Cl
             snapshot.jobs.append(_read_job(folder_of_job, jid, shown, warnings))
     tm_dir = root / "rest" / "taskmanagers"
     for path in sorted(tm_dir.glob("*.json")) if tm_dir.is_dir() else []:
+        if path.name.endswith(THREAD_DUMP_SUFFIX):
+            continue
         doc = _document(path, shown, warnings)
         if isinstance(doc, dict) and doc.get("id"):
-            snapshot.taskmanagers.append(RestTaskManager(
-                id=str(doc["id"]), memory=_numbers(doc.get("memoryConfiguration")),
-                hardware=_numbers(doc.get("hardware")), metrics=_numbers(doc.get("metrics")),
-                document=_relative(path, root, shown)))
+            tm = RestTaskManager(id=str(doc["id"]), memory=_numbers(doc.get("memoryConfiguration")),
+                                 hardware=_numbers(doc.get("hardware")), metrics=_numbers(doc.get("metrics")),
+                                 document=_relative(path, root, shown))
+            tm.threads = _read_thread_dump(root, tm.id, shown, warnings)
+            snapshot.taskmanagers.append(tm)
     return snapshot, warnings
+
+
+def _read_thread_dump(root: pathlib.Path, tm_id: str, shown: str, warnings: list[str]) -> list[RestThread]:
+    """The TaskManager's thread dump (``ThreadDumpInfo``), each thread placed in the text file written beside its
+    logs, so evidence points at the lines a person reads."""
+    doc = _document(root / "rest" / "taskmanagers" / f"{_safe(tm_id)}{THREAD_DUMP_SUFFIX}", shown, warnings)
+    if not isinstance(doc, dict):
+        return []
+    text_file = root / "log" / f"taskmanager-{_safe(tm_id)}" / "thread-dump.txt"
+    starts: list[int] = []
+    with contextlib.suppress(OSError):
+        starts = [i + 1 for i, line in enumerate(text_file.read_text(errors="replace").splitlines())
+                  if line.startswith('"')]
+    threads = [t for t in doc.get("threadInfos") or [] if isinstance(t, dict)][:MAX_THREADS]
+    shown_file = _relative(text_file, root, shown) if text_file.is_file() else None
+    return [RestThread(name=str(t.get("threadName") or ""),
+                       text=str(t.get("stringifiedThreadInfo") or "")[:MAX_STACKTRACE_CHARS],
+                       file=shown_file, line=starts[i] if len(starts) == len(threads) else None)
+            for i, t in enumerate(threads)]
 
 
 def _document(path: pathlib.Path, shown: str, warnings: list[str]) -> Any:

@@ -48,7 +48,8 @@ class Episode:
     suppressed: Event | None = None  # the "Recovery is suppressed" event when restarts ran out
     recovered: bool = False  # the job was RUNNING again after this episode's restart
     root: Event | None = None  # the root cause the JobManager named (from the exception history)
-    labels: dict[str, str] = field(default_factory=dict)  # the root cause's failure labels (1.18+)
+    # the failure labels (1.18+) of each failure that has any, by the place of its record (file, line)
+    labels: dict[tuple[str, int], dict[str, str]] = field(default_factory=dict)
 
     @property
     def first_fault(self) -> Event | None:
@@ -207,18 +208,18 @@ def history_event(job: RestJob, failure: RestFailure, offset_s: float = 0.0) -> 
     labels = "".join(f" [{k}: {v}]" for k, v in sorted(failure.labels.items()))
     message = f"Job {job.name or 'job'} ({job.jid}): {what}.{labels}"
     return Event(file=job.documents.get("exceptions", "exceptions.json"), line=failure.line or 0,
-                 ts=_stamp(failure.timestamp_ms, offset_s), level="ERROR", logger=HISTORY_SOURCE, message=message,
+                 ts=stamp_of_millis(failure.timestamp_ms, offset_s), level="ERROR", logger=HISTORY_SOURCE, message=message,
                  chain=chain, frames=frames, role="jobmanager")
 
 
-def _stamp(ms: int | None, offset_s: float) -> str | None:
+def stamp_of_millis(ms: int | None, offset_s: float) -> str | None:
     if ms is None:
         return None
     t = datetime.datetime.fromtimestamp(ms / 1000 + offset_s, datetime.timezone.utc)
     return f"{t:%Y-%m-%d %H:%M:%S}.{t.microsecond // 1000:03d}"
 
 
-def _seconds(ts: str | None) -> float | None:
+def wall_seconds(ts: str | None) -> float | None:
     """A log's wall-clock time read as if it were UTC (the offset of its zone is learnt from the pairs)."""
     from flink_runbooks.parse.timestamps import parse_ts
 
@@ -272,16 +273,19 @@ def _history_episodes(incident: Incident, jobs: list[RestJob], from_log: list[Ep
     for job in jobs:
         for n, entry in enumerate(job.history):
             records = []
+            labels = {}
             for failure in [entry.root, *entry.concurrent]:
                 ev = matched.get(id(failure)) or history_event(job, failure, offset)
                 covered.add(id(ev))
                 records.append((failure.timestamp_ms or 0, ev))
+                if failure.labels:
+                    labels[(ev.file, ev.line)] = dict(failure.labels)
             root = records[0][1]
             failures = [ev for _ms, ev in sorted(records, key=lambda r: r[0])]
             last = n == len(job.history) - 1
             final = last and job.state in ("FAILED", "FAILING")
             episode = Episode(job.jid, failures[0].ts, end=root.ts, outcome="failed" if final else "restarting",
-                              failures=failures, root=root, labels=dict(entry.root.labels),
+                              failures=failures, root=root, labels=labels,
                               recovered=not last or job.state in ("RUNNING", "FINISHED"))
             suppressed = next((ev for ev in failures if RECOVERY_SUPPRESSED.search(ev.text)), None)
             episode.suppressed = suppressed if final else None
@@ -318,7 +322,7 @@ def _match_log_records(failures_of: list[tuple[RestJob, RestFailureEntry, RestFa
                 continue
             if not _derived_from_history(ev) and not _same_task(task, _log_task(ev)):
                 continue
-            when = _seconds(ev.ts)
+            when = wall_seconds(ev.ts)
             if at is None or when is None:
                 continue
             delta = when - at
@@ -333,3 +337,37 @@ def _match_log_records(failures_of: list[tuple[RestJob, RestFailureEntry, RestFa
             offsets.append(best[2])
     offset = max(set(offsets), key=offsets.count) if offsets else 0.0
     return matched, offset
+
+
+def with_failure_labels(incident: Incident, findings: list) -> None:
+    """Each evidence line that records a failure the exception history labels (failure enrichers, 1.18+) says
+    its labels: they are the cluster's own classification of that failure."""
+    from dataclasses import replace
+
+    if not any(job.history for snapshot in incident.rest for job in snapshot.jobs):
+        return
+    labelled = {place: labels for ep in episodes(incident) for place, labels in ep.labels.items()}
+    if not labelled:
+        return
+    for finding in findings:
+        for i, evidence in enumerate(finding.evidence):
+            labels = labelled.get((evidence.file, evidence.line))
+            if labels:
+                said = "failure labels: " + ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+                note = f"{evidence.note}; {said}" if evidence.note else said
+                finding.evidence[i] = replace(evidence, note=note)
+
+
+def find_with_history(incident: Incident, pattern: re.Pattern[str]) -> list[tuple[Event, re.Match[str]]]:
+    """Records matching ``pattern``: the logs' own, else (no log tells it, as when no JobManager log was pulled) the
+    failures of the exception history that do, in time order."""
+    found = list(incident.find(pattern))
+    if found or not any(job.history for snapshot in incident.rest for job in snapshot.jobs):
+        return found
+    out = []
+    for ep in episodes(incident):
+        for ev in ep.failures:
+            m = ev.search(pattern)
+            if m and all(ev is not seen for seen, _m in out):
+                out.append((ev, m))
+    return out
