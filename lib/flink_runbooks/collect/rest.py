@@ -10,12 +10,20 @@ The bundle (``pull(url, out)``):
   ``key: value`` lines, so the configuration parser reads it like a file;
 - ``rest/``: the REST documents as JSON (``/config``, ``/jobs/overview``, per job its details, exception history,
   checkpoints and configuration, per TaskManager its details);
-- ``log/jobmanager/`` and ``log/taskmanager-<id>/``: the log files the cluster serves, under their own names.
+- ``log/jobmanager/`` and ``log/taskmanager-<id>/``: the log files the cluster serves, under their own names;
+- ``log/taskmanager-<id>/thread-dump.txt``: when a subtask is CANCELING, the thread dump of the TaskManager hosting
+  it (``/jobs/:jobid/vertices/:vertexid`` names it), in jstack's form.
 
 Everything is redacted as it is written (secret values of the configuration, keys and tokens in log lines), so no
-secret reaches the disk. Endpoints and JSON shapes are those of Flink 1.13 to 2.x (``*Headers`` classes of
-``flink-runtime``'s REST messages): ``/jobs/:jobid/exceptions`` with ``exceptionHistory`` since 1.13, the log list
-and log file handlers of the JobManager and TaskManagers since 1.11.
+secret reaches the disk. Endpoints and JSON shapes are those of Flink 1.13 to 2.x (``*Headers`` and ``*Info``
+classes of ``flink-runtime``'s REST messages, read in 1.20.3 and 2.3.0): ``/jobs/:jobid/exceptions`` with
+``exceptionHistory`` since 1.13 (``failureLabels`` since 1.18, ``endpoint`` since 1.19 where older releases say
+``location``, 2.x without the legacy ``root-exception``/``all-exceptions``), the log list and log file handlers of the
+JobManager and TaskManagers since 1.11, ``/taskmanagers/:taskmanagerid/thread-dump`` (``threadInfos[].threadName``,
+``stringifiedThreadInfo``), ``memoryConfiguration`` of ``/taskmanagers/:taskmanagerid`` since 1.12.
+
+:func:`read_bundle` reads a bundle's REST documents back as the plain data of a
+:class:`~flink_runbooks.model.ClusterSnapshot` for ingestion.
 """
 from __future__ import annotations
 

@@ -84,11 +84,10 @@ def fault_text(event: Event) -> str:
 def episodes(incident: Incident) -> list[Episode]:
     """The failure episodes, in time order: from the exception history where a pulled bundle has one, else from
     the JobManager's failure lines."""
-    from_log = _log_episodes(incident)
     jobs = [job for snapshot in incident.rest for job in snapshot.jobs if job.history]
     if not jobs:
-        return from_log
-    return incident.derived("history_episodes", lambda inc: _history_episodes(inc, jobs, from_log))
+        return _log_episodes(incident)
+    return incident.derived("history_episodes", lambda inc: _history_episodes(inc, jobs, _log_episodes(inc)))
 
 
 def _log_episodes(incident: Incident) -> list[Episode]:
@@ -290,12 +289,16 @@ def _history_episodes(incident: Incident, jobs: list[RestJob], from_log: list[Ep
             suppressed = next((ev for ev in failures if RECOVERY_SUPPRESSED.search(ev.text)), None)
             episode.suppressed = suppressed if final else None
             out.append(episode)
-    # what the history does not reach: older episodes of the log, and other jobs'
+    # what the history does not reach: other jobs' episodes, and the log's episodes older than the history (it keeps
+    # the newest entries); an episode of the log that tells a failure of the history is that history's
+    since = min((ep.start for ep in out if ep.start), default=None)
+    ours = {job.jid for job in jobs}
     for ep in from_log:
-        if ep.job in {job.jid for job in jobs} and any(id(ev) in covered for ev in ep.failures):
-            continue
         if any(id(ev) in covered for ev in ep.failures):
             continue
+        if ep.job in ours or ep.job is None:
+            if since is None or (ep.end or ep.start or "~") >= since:
+                continue
         out.append(ep)
     return sorted(out, key=lambda ep: ep.start or "")
 

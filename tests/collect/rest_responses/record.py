@@ -1,13 +1,18 @@
-"""Record a real Flink cluster's answers to the pull: ``python tests/collect/rest_responses/record.py 1.20.3``.
+"""Record a real Flink cluster's answers to the pull: ``python tests/collect/rest_responses/record.py 1.20.3 stuck``.
 
-Starts a standalone session cluster of the release installed under build/flink/<version> (every port on 127.0.0.1),
-runs ``jobs/StuckJob.java`` with checkpoints every second and a 1.5 s timeout, waits until the job failed over and
-its task hangs in cancellation, and pulls it, writing each response body to ``flink-<version>-stuck/`` under its
-path's name (``/`` and ``?=`` become ``__``) and the log files to ``logs/``.
+Starts a standalone session cluster of the release installed under build/flink/<version> (every port on 127.0.0.1)
+and pulls it once the scenario's moment has come, writing each response body to ``flink-<version>-<scenario>/``
+under its path's name (``/`` and ``?=`` become ``__``) and the log files to ``logs/``. Scenarios:
+
+- ``stuck``: ``jobs/StuckJob.java`` with checkpoints every second and a 1.5 s timeout, pulled once the job failed
+  over and its task hangs in cancellation;
+- ``labelled``: the live tests' ``ThrowingJob`` with the failure enricher ``jobs/OrdersFailureEnricher.java``
+  installed as a plugin, pulled once the job FAILED (its exception history carries failure labels).
 """
 from __future__ import annotations
 
 import json
+import os
 import pathlib
 import shutil
 import subprocess
@@ -18,7 +23,7 @@ import urllib.parse
 import urllib.request
 
 HERE = pathlib.Path(__file__).resolve().parent
-ROOT = HERE.parents[2]
+ROOT = HERE.parent.parent.parent
 sys.path[:0] = [str(ROOT / "lib"), str(ROOT / "tests"), str(ROOT / "tests" / "apps")]
 
 from flink_runbooks.collect import rest  # noqa: E402
@@ -36,8 +41,13 @@ def _get(url):
         return json.loads(response.read())
 
 
-def record(version: str) -> pathlib.Path:
-    out = HERE / f"flink-{version}-stuck"
+ENRICHER = """\
+jobmanager.failure-enrichers: com.example.orders.OrdersFailureEnricher,com.example.orders.OrdersFailureEnricher$Factory
+"""
+
+
+def record(version: str, scenario: str = "stuck") -> pathlib.Path:
+    out = HERE / f"flink-{version}-{scenario}"
     if out.exists():
         shutil.rmtree(out)
     with tempfile.TemporaryDirectory() as tmp:
@@ -46,29 +56,26 @@ def record(version: str) -> pathlib.Path:
 
         def with_checkpointing(path, text, *args, **kwargs):
             if path.name == "config.yaml" and "rest.port" in text:
-                text += CHECKPOINTING
+                text += CHECKPOINTING if scenario == "stuck" else ENRICHER
             return original(path, text, *args, **kwargs)
 
         pathlib.Path.write_text = with_checkpointing
+        if scenario == "labelled":
+            os.environ["FLINK_PLUGINS_DIR"] = str(_enricher_plugin(folder, version))
         try:
             with flink_cluster(version, folder) as (url, home, env):
                 pathlib.Path.write_text = original
                 classes = folder / "classes"
                 classes.mkdir()
-                subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{home}/lib/*",
-                                str(HERE / "jobs" / "StuckJob.java")], check=True, timeout=180)
+                sources = ([HERE / "jobs" / "StuckJob.java"] if scenario == "stuck"
+                           else [ROOT / "tests" / "apps" / "live_jobs" / "ThrowingJob.java"])
+                subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{home}/lib/*", *map(str, sources)],
+                               check=True, timeout=180)
                 subprocess.run(["jar", "cf", str(folder / "job.jar"), "-C", str(classes), "."], check=True)
-                subprocess.run([str(home / "bin" / "flink"), "run", "-d", "-c", "com.example.orders.StuckJob", str(folder / "job.jar")],
+                main = "com.example.orders.StuckJob" if scenario == "stuck" else "ThrowingJob"
+                subprocess.run([str(home / "bin" / "flink"), "run", "-d", "-c", main, str(folder / "job.jar")],
                                env=env, check=True, capture_output=True, timeout=120)
-                deadline = time.monotonic() + 180
-                while time.monotonic() < deadline:
-                    jobs = _get(f"{url}/jobs/overview")["jobs"]
-                    details = _get(f"{url}/jobs/{jobs[0]['jid']}") if jobs else {}
-                    if any((v.get("tasks") or {}).get("CANCELING") for v in details.get("vertices", [])):
-                        break
-                    time.sleep(0.5)
-                else:
-                    raise SystemExit("the task never hung in cancellation")
+                _wait_for(url, scenario)
                 time.sleep(3)
                 opened = rest.RestClient._open
 
@@ -89,9 +96,40 @@ def record(version: str) -> pathlib.Path:
                     rest.RestClient._open = opened
         finally:
             pathlib.Path.write_text = original
-    _neutral_paths(out, str(folder), str(ROOT.parent / "main" / "build" / "flink" / version / "pyflink"),
-                   str(ROOT / "build" / "flink" / version / "pyflink"))
+    home = ROOT / "build" / "flink" / version / "pyflink"
+    _neutral_paths(out, str(folder), str(home.resolve()), str(home))
     return out
+
+
+def _enricher_plugin(folder: pathlib.Path, version: str) -> pathlib.Path:
+    """A plugins folder holding the failure enricher as the plugin Flink loads (its factory named as a service)."""
+    home = ROOT / "build" / "flink" / version / "pyflink"
+    classes = folder / "enricher"
+    services = classes / "META-INF" / "services"
+    services.mkdir(parents=True)
+    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{home}/lib/*",
+                    str(HERE / "jobs" / "OrdersFailureEnricher.java")], check=True, timeout=180)
+    (services / "org.apache.flink.core.failure.FailureEnricherFactory").write_text(
+        "com.example.orders.OrdersFailureEnricher$Factory\n")
+    plugins = folder / "plugins"
+    (plugins / "orders-failure-enricher").mkdir(parents=True)
+    subprocess.run(["jar", "cf", str(plugins / "orders-failure-enricher" / "enricher.jar"), "-C", str(classes), "."],
+                   check=True)
+    return plugins
+
+
+def _wait_for(url: str, scenario: str) -> None:
+    """Until the job's task hangs in cancellation (stuck) or the job FAILED (labelled)."""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        jobs = _get(f"{url}/jobs/overview")["jobs"]
+        details = _get(f"{url}/jobs/{jobs[0]['jid']}") if jobs else {}
+        if scenario == "stuck" and any((v.get("tasks") or {}).get("CANCELING") for v in details.get("vertices", [])):
+            return
+        if scenario == "labelled" and details.get("state") == "FAILED":
+            return
+        time.sleep(0.5)
+    raise SystemExit(f"the job never reached the moment of the {scenario} scenario")
 
 
 def _neutral_paths(out: pathlib.Path, *paths: str) -> None:
@@ -124,4 +162,4 @@ class _Replay:
 
 
 if __name__ == "__main__":
-    print(record(sys.argv[1] if len(sys.argv) > 1 else "1.20.3"))
+    print(record(sys.argv[1] if len(sys.argv) > 1 else "1.20.3", sys.argv[2] if len(sys.argv) > 2 else "stuck"))
