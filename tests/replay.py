@@ -13,6 +13,9 @@ RESPONSES = pathlib.Path(__file__).resolve().parent / "collect" / "rest_response
 # Flink 1.20.3 and 2.3.0, a job whose checkpoints expire until it fails over and whose task then hangs in
 # cancellation (rest_responses/jobs/StuckJob.java, recorded by rest_responses/record.py)
 STUCK = {"1.20.3": RESPONSES / "flink-1.20.3-stuck", "2.3.0": RESPONSES / "flink-2.3.0-stuck"}
+# the failing job of tests/apps/live_jobs/ThrowingJob.java on a cluster with a failure enricher
+# (rest_responses/jobs/OrdersFailureEnricher.java): its exception history carries failure labels
+LABELLED = {"1.20.3": RESPONSES / "flink-1.20.3-labelled", "2.3.0": RESPONSES / "flink-2.3.0-labelled"}
 
 
 def recorded_name(path: str) -> str:

@@ -257,3 +257,28 @@ def test_failure_labels_are_written_as_the_cluster_gave_them():
                                                                "token": "hunter2-planted-in-the-cluster"}}]}}
     labels = rest._redacted(doc)["exceptionHistory"]["entries"][0]["failureLabels"]
     assert labels["type"] == "USER" and labels["team"] == "orders" and "hunter2" not in labels["token"]
+
+
+@pytest.mark.parametrize("version", ["1.20.3", "2.3.0"])
+def test_a_bundle_reads_back_as_plain_data_whatever_the_release(version, tmp_path):
+    """1.20.3 names a failure's TaskManager in ``location`` and ``endpoint``, 2.3.0 only in ``endpoint`` and has no
+    legacy ``root-exception``; both read back the same (genuine responses of a job labelled by a failure enricher)."""
+    from replay import LABELLED, replayed_cluster
+
+    with replayed_cluster(LABELLED[version]) as url:
+        rest.pull(url, tmp_path / "bundle")
+    snapshot, warnings = rest.read_bundle(tmp_path / "bundle")
+    assert not warnings and snapshot.flink_version == version
+    job, = snapshot.jobs
+    assert (job.name, job.state, job.has_history) == ("orders-enrichment", "FAILED", True)
+    roots = [entry.root for entry in job.history]
+    assert [r.exception.rsplit(".", 1)[-1] for r in roots] == ["IllegalStateException", "IllegalStateException",
+                                                                "JobException"]
+    assert roots[0].task.endswith("(1/1) - execution #0") and roots[0].location.startswith("localhost:")
+    assert roots[-1].task is None  # the restart strategy's verdict is a global failure
+    assert all(r.labels == {"team": "orders", "type": "USER"} for r in roots)
+    tm, = snapshot.taskmanagers
+    assert tm.memory["totalProcessMemory"] == 1 << 30 and tm.memory["jvmMetaspace"] > 0
+    # a bundle is recognised by its manifest only
+    (tmp_path / "bundle" / "manifest.json").unlink()
+    assert rest.read_bundle(tmp_path / "bundle") == (None, [])

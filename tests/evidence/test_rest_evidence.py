@@ -6,7 +6,6 @@ Every bundle is pulled from genuine responses of Flink 1.20.3 and 2.3.0 (tests/c
 diagnosis is compared with the same bundle without its REST documents."""
 from __future__ import annotations
 
-import json
 import shutil
 
 import pytest
@@ -16,7 +15,7 @@ from flink_runbooks.diagnose import ingest, run_detectors
 from flink_runbooks.evidence.checkpoints import checkpoint_history
 from flink_runbooks.evidence.episodes import episodes, fault_text, first_fault
 from flink_runbooks.evidence.memory.incident import effective_taskmanager_memory
-from replay import STUCK, replayed_cluster
+from replay import LABELLED, STUCK, replayed_cluster
 from support import JOB, RecordedCluster, recorded_cluster
 
 
@@ -148,15 +147,13 @@ def test_a_task_hanging_in_cancellation_is_shown_by_its_thread_dump(version, tmp
     assert not [f for f in run_detectors(ingest([str(plain)])).findings if f.runbook == "task-cancellation-timeout"]
 
 
-def test_failure_labels_reach_the_evidence_of_their_finding(tmp_path):
-    bundle = _pulled(tmp_path)
-    history = bundle / "rest" / "jobs" / JOB / "exceptions.json"
-    doc = json.loads(history.read_text())
-    for entry in doc["exceptionHistory"]["entries"]:
-        for failure in [entry, *entry["concurrentExceptions"]]:
-            if failure["exceptionName"] == "java.lang.IllegalStateException":
-                failure["failureLabels"] = {"type": "USER"}
-    history.write_text(json.dumps(doc, indent=1, sort_keys=True))
-    diagnosis = run_detectors(ingest([str(bundle)]))
-    primary = next(f for f in diagnosis.findings if f.primary)
-    assert any("failure labels: type=USER" in e.note for e in primary.evidence)
+@pytest.mark.parametrize("version", ["1.20.3", "2.3.0"])
+def test_failure_labels_reach_the_evidence_of_their_finding(version, tmp_path):
+    """A failure enricher labelled every failure of the job (type USER, team orders): the primary finding's
+    evidence of those failures says so, whether the record is the JobManager log's or the history's."""
+    bundle = _pulled(tmp_path, LABELLED[version])
+    primary = next(f for f in run_detectors(ingest([str(bundle)])).findings if f.primary)
+    assert primary.runbook == "restart-strategy-exhausted"
+    assert any("failure labels: team=orders, type=USER" in e.note for e in primary.evidence)
+    plain = run_detectors(ingest([str(_without_rest(bundle, tmp_path))]))
+    assert not any("failure labels" in e.note for f in plain.findings for e in f.evidence)
