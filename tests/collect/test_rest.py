@@ -282,3 +282,14 @@ def test_a_bundle_reads_back_as_plain_data_whatever_the_release(version, tmp_pat
     # a bundle is recognised by its manifest only
     (tmp_path / "bundle" / "manifest.json").unlink()
     assert rest.read_bundle(tmp_path / "bundle") == (None, [])
+
+
+def test_a_saved_incident_keeps_what_its_rest_documents_say(cluster, tmp_path):
+    """The notebooks open a saved incident: its exception history, checkpoints and TaskManagers come back with it."""
+    from flink_runbooks.collect.store import load_incident, save_incident
+    from flink_runbooks.diagnose import ingest
+
+    rest.pull(cluster, tmp_path / "bundle")
+    incident = ingest([str(tmp_path / "bundle")])
+    reloaded = load_incident(save_incident(incident, tmp_path / "saved"))
+    assert reloaded.rest == incident.rest and len(reloaded.rest[0].jobs[0].history) == 3
