@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from flink_runbooks.evidence.episodes import with_failure_labels
 from flink_runbooks.detectors import Detector, all_detectors, all_wordings, get_detector, prefilter, slugs
 from flink_runbooks.model import Diagnosis, Evidence, Finding, Incident, RootCause, earliest_ts
 
@@ -24,6 +25,7 @@ def run_detectors(incident: Incident, detectors: Sequence[Detector] | None = Non
         except Exception as exc:  # one broken detector must not hide the others' findings
             diagnosis.errors.append(f"detector {detector.slug} failed: {type(exc).__name__}: {exc}")
     diagnosis.findings = recognised_by_wording(incident, explained_away(diagnosis.findings))
+    with_failure_labels(incident, diagnosis.findings)
     cap_without_time(incident, diagnosis.findings)
     order_findings(diagnosis.findings)
     return diagnosis

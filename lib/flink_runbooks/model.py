@@ -152,6 +152,154 @@ class Folded:
 
 
 @dataclass
+class RestFailure:
+    """One exception of a job's exception history (``GET /jobs/:jobid/exceptions``): a failure with its exact time
+    and place, as the JobManager recorded it. ``task`` is None for a global failure."""
+
+    exception: str  # the class Flink names (``exceptionName``)
+    stacktrace: str  # the whole trace, Flink's own text (capped)
+    timestamp_ms: int | None = None
+    task: str | None = None  # "Map (1/2) - execution #0" as Flink names it
+    location: str | None = None  # host:port of the TaskManager (``endpoint`` since 1.19, ``location`` before)
+    taskmanager: str | None = None  # the TaskManager's resource id
+    labels: dict[str, str] = field(default_factory=dict)  # failure enrichers' labels (1.18+)
+    line: int | None = None  # the line of its trace in the document, for evidence
+
+
+@dataclass
+class RestFailureEntry:
+    """One failure the JobManager handled (a restart or the final failure): its root cause and the failures that
+    happened beside it."""
+
+    root: RestFailure
+    concurrent: list[RestFailure] = field(default_factory=list)
+
+
+@dataclass
+class RestVertex:
+    name: str
+    status: str | None = None
+    parallelism: int | None = None
+    tasks: dict[str, int] = field(default_factory=dict)  # subtasks per execution state
+    start_ms: int | None = None
+    duration_ms: int | None = None
+
+
+@dataclass
+class RestCheckpoint:
+    """One checkpoint of ``GET /jobs/:jobid/checkpoints``' history."""
+
+    checkpoint_id: int
+    status: str  # COMPLETED | FAILED | IN_PROGRESS
+    savepoint: bool = False
+    trigger_ms: int | None = None
+    ack_ms: int | None = None  # the latest acknowledgement
+    end_to_end_ms: int | None = None
+    state_size: int | None = None
+    checkpointed_size: int | None = None  # incremental size (1.15+; older releases only have state_size)
+    failure_ms: int | None = None
+    failure_message: str | None = None
+    acknowledged: int | None = None
+    subtasks: int | None = None
+
+
+@dataclass
+class RestCheckpointConfig:
+    """``GET /jobs/:jobid/checkpoints/config``: what the job's checkpointing ran with (the job's own code included)."""
+
+    mode: str | None = None
+    interval_ms: int | None = None  # None when checkpointing is off
+    timeout_ms: int | None = None
+    min_pause_ms: int | None = None
+    max_concurrent: int | None = None
+    tolerable_failed: int | None = None
+    unaligned: bool | None = None
+    externalized: bool | None = None
+    state_backend: str | None = None
+    checkpoint_storage: str | None = None
+
+
+@dataclass
+class RestJob:
+    jid: str
+    name: str | None = None
+    state: str | None = None
+    start_ms: int | None = None
+    end_ms: int | None = None
+    state_times: dict[str, int] = field(default_factory=dict)  # first time the job reached each state
+    vertices: list[RestVertex] = field(default_factory=list)
+    history: list[RestFailureEntry] = field(default_factory=list)  # oldest first
+    history_truncated: bool = False
+    has_history: bool = False  # the exception history was read (an empty one says "no failure")
+    checkpoint_counts: dict[str, int] = field(default_factory=dict)
+    checkpoints: list[RestCheckpoint] = field(default_factory=list)  # oldest first
+    checkpoint_config: RestCheckpointConfig | None = None
+    documents: dict[str, str] = field(default_factory=dict)  # what -> path of the document read (for evidence)
+
+
+@dataclass
+class RestThread:
+    """One thread of a TaskManager's thread dump: its name and its stack as the JVM prints it, where it is written."""
+
+    name: str
+    text: str
+    file: str | None = None
+    line: int | None = None
+
+
+@dataclass
+class RestTaskManager:
+    """``GET /taskmanagers/:id``: the memory sizes the TaskManager runs with, its host and its JVM's usage."""
+
+    id: str
+    memory: dict[str, int] = field(default_factory=dict)  # memoryConfiguration, bytes (1.12+)
+    hardware: dict[str, float] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)  # heapUsed, directUsed, mappedUsed, ... (bytes)
+    document: str | None = None
+    threads: list[RestThread] = field(default_factory=list)  # its thread dump, when the pull took one
+
+
+@dataclass
+class ClusterSnapshot:
+    """What a pulled bundle's REST documents say (``flink-runbooks pull``), as plain data: the jobs with their
+    states, exception histories and checkpoints, and the TaskManagers' memory. Times are epoch milliseconds."""
+
+    bundle: str  # the bundle folder, as shown
+    source: str | None = None  # the URL it was pulled from (no credentials)
+    pulled_at: str | None = None
+    flink_version: str | None = None
+    jobs: list[RestJob] = field(default_factory=list)
+    taskmanagers: list[RestTaskManager] = field(default_factory=list)
+
+    def job(self, jid: str | None) -> RestJob | None:
+        return next((j for j in self.jobs if j.jid == jid), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ClusterSnapshot":
+        def failure(f):
+            return RestFailure(**f)
+
+        def job(j):
+            j = dict(j)
+            j["vertices"] = [RestVertex(**v) for v in j.get("vertices") or []]
+            j["history"] = [RestFailureEntry(failure(e["root"]), [failure(c) for c in e.get("concurrent") or []])
+                            for e in j.get("history") or []]
+            j["checkpoints"] = [RestCheckpoint(**c) for c in j.get("checkpoints") or []]
+            if j.get("checkpoint_config") is not None:
+                j["checkpoint_config"] = RestCheckpointConfig(**j["checkpoint_config"])
+            return RestJob(**j)
+
+        d = dict(d)
+        d["jobs"] = [job(j) for j in d.get("jobs") or []]
+        d["taskmanagers"] = [RestTaskManager(**{**t, "threads": [RestThread(**x) for x in t.get("threads") or []]})
+                             for t in d.get("taskmanagers") or []]
+        return cls(**d)
+
+
+@dataclass
 class Incident:
     """Everything ingestion learnt about one incident, as plain data."""
 
@@ -165,6 +313,8 @@ class Incident:
     folded: list[Folded] = field(default_factory=list)
     # what the scan saw: lines read, lines kept by the pre-filter, records received and kept, records folded
     scan: dict[str, int] = field(default_factory=dict)
+    # the REST documents of pulled bundles (collect/rest.py), when the incident has any
+    rest: list[ClusterSnapshot] = field(default_factory=list)
 
     def find(self, pattern: str | re.Pattern[str], *, role: str | None = None) -> Iterator[tuple[Event, re.Match[str]]]:
         """Events whose text matches ``pattern``, in time order, with the match."""

@@ -222,3 +222,74 @@ def test_a_redirect_is_not_followed_with_the_credentials(tmp_path, monkeypatch):
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.mark.parametrize("version", ["1.20.3", "2.3.0"])
+def test_a_taskmanager_hosting_a_task_that_hangs_in_cancellation_gives_its_thread_dump(version, tmp_path):
+    """Genuine responses of a job whose task ignores interruption (rest_responses/jobs/StuckJob.java): the vertex
+    is CANCELING, so the pull asks which TaskManager hosts the subtask and takes that TaskManager's thread dump."""
+    from replay import STUCK, replayed_cluster
+
+    with replayed_cluster(STUCK[version]) as url:
+        report = rest.pull(url, tmp_path / "bundle")
+    dumps = list((tmp_path / "bundle" / "log").glob("taskmanager-*/thread-dump.txt"))
+    assert len(dumps) == 1 and str(dumps[0].relative_to(tmp_path / "bundle")) in report.logs
+    text = dumps[0].read_text()
+    # jstack's form: the task thread by name and state, then its frames, the job's own among them
+    assert '"Source: Sequence Source -> Map -> Sink: Print to Std. Out (1/1)#0" Id=' in text
+    assert "\tat com.example.orders.StuckJob$1.map(StuckJob.java:" in text
+    requests = json.loads((tmp_path / "bundle" / "manifest.json").read_text())["requests"]
+    assert [r["path"] for r in requests if r["path"].endswith("/thread-dump")]
+    assert list((tmp_path / "bundle" / "rest" / "jobs").glob("*/vertices/*.json"))
+
+
+def test_no_thread_dump_is_taken_when_no_task_hangs(cluster, tmp_path):
+    rest.pull(cluster, tmp_path / "bundle")
+    assert not list((tmp_path / "bundle").rglob("thread-dump.txt"))
+    assert not [path for path, _auth in RecordedCluster.seen if path.endswith("/thread-dump")]
+
+
+def test_failure_labels_are_written_as_the_cluster_gave_them():
+    """Failure enrichers' labels (1.18+) classify a failure; they are no secret and survive redaction (a label that
+    holds a credential is masked like any value)."""
+    doc = {"exceptionHistory": {"entries": [{"exceptionName": "java.io.IOException", "stacktrace": "x",
+                                             "failureLabels": {"type": "USER", "team": "orders",
+                                                               "token": "hunter2-planted-in-the-cluster"}}]}}
+    labels = rest._redacted(doc)["exceptionHistory"]["entries"][0]["failureLabels"]
+    assert labels["type"] == "USER" and labels["team"] == "orders" and "hunter2" not in labels["token"]
+
+
+@pytest.mark.parametrize("version", ["1.20.3", "2.3.0"])
+def test_a_bundle_reads_back_as_plain_data_whatever_the_release(version, tmp_path):
+    """1.20.3 names a failure's TaskManager in ``location`` and ``endpoint``, 2.3.0 only in ``endpoint`` and has no
+    legacy ``root-exception``; both read back the same (genuine responses of a job labelled by a failure enricher)."""
+    from replay import LABELLED, replayed_cluster
+
+    with replayed_cluster(LABELLED[version]) as url:
+        rest.pull(url, tmp_path / "bundle")
+    snapshot, warnings = rest.read_bundle(tmp_path / "bundle")
+    assert not warnings and snapshot.flink_version == version
+    job, = snapshot.jobs
+    assert (job.name, job.state, job.has_history) == ("orders-enrichment", "FAILED", True)
+    roots = [entry.root for entry in job.history]
+    assert [r.exception.rsplit(".", 1)[-1] for r in roots] == ["IllegalStateException", "IllegalStateException",
+                                                                "JobException"]
+    assert roots[0].task.endswith("(1/1) - execution #0") and roots[0].location.startswith("localhost:")
+    assert roots[-1].task is None  # the restart strategy's verdict is a global failure
+    assert all(r.labels == {"team": "orders", "type": "USER"} for r in roots)
+    tm, = snapshot.taskmanagers
+    assert tm.memory["totalProcessMemory"] == 1 << 30 and tm.memory["jvmMetaspace"] > 0
+    # a bundle is recognised by its manifest only
+    (tmp_path / "bundle" / "manifest.json").unlink()
+    assert rest.read_bundle(tmp_path / "bundle") == (None, [])
+
+
+def test_a_saved_incident_keeps_what_its_rest_documents_say(cluster, tmp_path):
+    """The notebooks open a saved incident: its exception history, checkpoints and TaskManagers come back with it."""
+    from flink_runbooks.collect.store import load_incident, save_incident
+    from flink_runbooks.diagnose import ingest
+
+    rest.pull(cluster, tmp_path / "bundle")
+    incident = ingest([str(tmp_path / "bundle")])
+    reloaded = load_incident(save_incident(incident, tmp_path / "saved"))
+    assert reloaded.rest == incident.rest and len(reloaded.rest[0].jobs[0].history) == 3

@@ -25,12 +25,13 @@ from typing import Callable, Iterator, Sequence
 from flink_runbooks.parse.config import (MAX_EFFECTIVE_KEYS, ConfigError, ConfigSource, EffectiveConfig,
                                          detect_conf_format, flink_resource_kind, limit_config_keys, parse_flat_conf,
                                          parse_flink_resource, parse_yaml_conf)
-from flink_runbooks.model import ChainLink, Event, Folded, Incident, InputFile
+from flink_runbooks.model import ChainLink, ClusterSnapshot, Event, Folded, Incident, InputFile
 from flink_runbooks.parse.redact import redact_lines, redact_text, redact_value
 from flink_runbooks.collect.listing import (MAX_LINE_BYTES, SPARK_LINE_BYTES, InputError, _display, _for_spark,
                                             _from_spark, _norm_uri, list_inputs, local_path, row_files_from_spark,
                                             shown_path)
 from flink_runbooks.collect.fold import Folder
+from flink_runbooks.collect.rest import read_bundle
 from flink_runbooks.collect.scan import Prefilter, is_small_file, scan_logs, scan_small_files, stream_rows
 
 _FILE_ROLE = (
@@ -250,8 +251,67 @@ def ingest(
             "kept_lines": sum(s["kept_lines"] for s in files.values()),
             "records_received": folder.received, "records": len(events),
             "folded": sum(f.count for f in folded), "dropped": folder.dropped}
+    snapshots = _pulled_snapshots(paths, listed, warnings)
+    for snapshot in snapshots:
+        _config_from_checkpoint_settings(snapshot, config)
     return Incident(events=events, config=config, flink_version=version, version_source=version_source,
-                    inputs=inputs, warnings=warnings, folded=folded, scan=scan)
+                    inputs=inputs, warnings=warnings, folded=folded, scan=scan, rest=snapshots)
+
+
+def _pulled_snapshots(paths: Sequence[str], listed, warnings: list[str]) -> list[ClusterSnapshot]:
+    """The REST documents of every bundle written by ``flink-runbooks pull`` among the inputs: a folder given, or
+    the folder a listed log or config file of a bundle lies in (``log/<process>/<file>``, ``flink-conf.yaml``)."""
+    import os
+
+    candidates: list[str] = []
+    for path in paths:
+        local = local_path(path)
+        if local is not None and os.path.isdir(local):
+            candidates.append(os.path.normpath(local))
+    for uri in [uri for uri, _size in listed.logs] + list(listed.configs):
+        local = local_path(uri)
+        if local is None:
+            continue
+        folder = os.path.dirname(os.path.normpath(local))
+        for _ in range(3):  # the bundle, log/, log/<process>/
+            candidates.append(folder)
+            folder = os.path.dirname(folder)
+    snapshots, tried = [], set()
+    for folder in candidates:
+        if folder in tried:
+            continue
+        tried.add(folder)
+        if not os.path.isfile(os.path.join(folder, "manifest.json")):
+            continue
+        snapshot, problems = read_bundle(folder, _display(folder))
+        warnings.extend(problems)
+        if snapshot is not None:
+            snapshots.append(snapshot)
+    return snapshots
+
+
+# What the REST API says the job's checkpointing ran with, as the configuration keys the runbooks read: it includes
+# what the job's own code set, which no configuration file or log line shows.
+def _config_from_checkpoint_settings(snapshot: ClusterSnapshot, config: EffectiveConfig) -> None:
+    chosen = next((j for j in snapshot.jobs if j.checkpoint_config and j.checkpoint_config.interval_ms), None)
+    if chosen is None:
+        return
+    settings = chosen.checkpoint_config
+    source = ConfigSource("dynamic", chosen.documents.get("checkpoints-config"),
+                          detail=f"GET /jobs/{chosen.jid}/checkpoints/config")
+    values = {
+        "execution.checkpointing.interval": f"{settings.interval_ms} ms",
+        "execution.checkpointing.timeout": f"{settings.timeout_ms} ms" if settings.timeout_ms is not None else None,
+        "execution.checkpointing.min-pause": f"{settings.min_pause_ms} ms" if settings.min_pause_ms is not None else None,
+        "execution.checkpointing.max-concurrent-checkpoints": settings.max_concurrent,
+        "execution.checkpointing.tolerable-failed-checkpoints": settings.tolerable_failed,
+        "execution.checkpointing.mode": settings.mode.upper() if settings.mode else None,
+        "execution.checkpointing.unaligned.enabled": (str(settings.unaligned).lower()
+                                                      if settings.unaligned is not None else None),
+    }
+    for key, value in values.items():
+        if value is not None:
+            config.add(key, str(value), source)
 
 
 def _folded(folder: Folder, files: dict[str, dict], sample_of: dict[str, Event]) -> list[Folded]:

@@ -10,12 +10,20 @@ The bundle (``pull(url, out)``):
   ``key: value`` lines, so the configuration parser reads it like a file;
 - ``rest/``: the REST documents as JSON (``/config``, ``/jobs/overview``, per job its details, exception history,
   checkpoints and configuration, per TaskManager its details);
-- ``log/jobmanager/`` and ``log/taskmanager-<id>/``: the log files the cluster serves, under their own names.
+- ``log/jobmanager/`` and ``log/taskmanager-<id>/``: the log files the cluster serves, under their own names;
+- ``log/taskmanager-<id>/thread-dump.txt``: when a subtask is CANCELING, the thread dump of the TaskManager hosting
+  it (``/jobs/:jobid/vertices/:vertexid`` names it), in jstack's form.
 
 Everything is redacted as it is written (secret values of the configuration, keys and tokens in log lines), so no
-secret reaches the disk. Endpoints and JSON shapes are those of Flink 1.13 to 2.x (``*Headers`` classes of
-``flink-runtime``'s REST messages): ``/jobs/:jobid/exceptions`` with ``exceptionHistory`` since 1.13, the log list
-and log file handlers of the JobManager and TaskManagers since 1.11.
+secret reaches the disk. Endpoints and JSON shapes are those of Flink 1.13 to 2.x (``*Headers`` and ``*Info``
+classes of ``flink-runtime``'s REST messages, read in 1.20.3 and 2.3.0): ``/jobs/:jobid/exceptions`` with
+``exceptionHistory`` since 1.13 (``failureLabels`` since 1.18, ``endpoint`` since 1.19 where older releases say
+``location``, 2.x without the legacy ``root-exception``/``all-exceptions``), the log list and log file handlers of the
+JobManager and TaskManagers since 1.11, ``/taskmanagers/:taskmanagerid/thread-dump`` (``threadInfos[].threadName``,
+``stringifiedThreadInfo``), ``memoryConfiguration`` of ``/taskmanagers/:taskmanagerid`` since 1.12.
+
+:func:`read_bundle` reads a bundle's REST documents back as the plain data of a
+:class:`~flink_runbooks.model.ClusterSnapshot` for ingestion.
 """
 from __future__ import annotations
 
@@ -36,6 +44,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from flink_runbooks.model import (ClusterSnapshot, RestCheckpoint, RestCheckpointConfig, RestFailure, RestFailureEntry,
+                                  RestJob, RestTaskManager, RestThread, RestVertex)
 from flink_runbooks.parse.redact import redact_data, redact_text, redact_value
 from flink_runbooks.vocabulary.versions import FlinkVersion
 
@@ -48,6 +58,7 @@ PULL_TIMEOUT_S = 180.0
 MAX_LOG_BYTES = 64 << 20  # per log file; the newest bytes are kept
 MAX_EXCEPTIONS = 20
 MAX_JOBS = 5
+THREAD_DUMP_SUFFIX = "-thread-dump.json"  # rest/taskmanagers/<id>-thread-dump.json
 _CHUNK = 1 << 20
 # Jobs worth a diagnosis first: those that failed, are failing or restart.
 TROUBLED_STATES = ("FAILED", "FAILING", "RESTARTING")
@@ -226,6 +237,8 @@ class PullReport:
     logs: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     partial: bool = False
+    # TaskManagers hosting a subtask that hangs in cancellation: their thread dumps are pulled
+    cancelling: set[str] = field(default_factory=set)
 
 
 def pull(url: str, out: str | os.PathLike, *, job: str | None = None, timeout: float = REQUEST_TIMEOUT_S,
@@ -347,8 +360,14 @@ def _pull_jobs(client: RestClient, root: pathlib.Path, chosen: list[dict], repor
             continue
         say(f"job {j.get('name')} ({jid}, {j.get('state')})")
         report.jobs.append(jid)
-        for name, path in (("job", f"/jobs/{jid}"),
-                           ("exceptions", f"/jobs/{jid}/exceptions?maxExceptions={MAX_EXCEPTIONS}"),
+        try:
+            details = client.get_json(f"/jobs/{jid}")
+            _write_json(root / "rest" / "jobs" / jid / "job.json", details)
+        except PullError as exc:
+            report.warnings.append(str(exc))
+            details = None
+        report.cancelling.update(_cancelling_hosts(client, root, jid, details, report))
+        for name, path in (("exceptions", f"/jobs/{jid}/exceptions?maxExceptions={MAX_EXCEPTIONS}"),
                            ("checkpoints", f"/jobs/{jid}/checkpoints"),
                            ("checkpoints-config", f"/jobs/{jid}/checkpoints/config"),
                            ("config", f"/jobs/{jid}/config")):
@@ -357,6 +376,55 @@ def _pull_jobs(client: RestClient, root: pathlib.Path, chosen: list[dict], repor
             except PullError as exc:
                 # a job without checkpointing answers 404 on its checkpoint documents
                 report.warnings.append(str(exc))
+
+
+def _cancelling_hosts(client: RestClient, root: pathlib.Path, jid: str, details: Any, report: PullReport) -> set[str]:
+    """The TaskManagers hosting a subtask of ``jid`` that is CANCELING (``GET /jobs/:jobid/vertices/:vertexid``'s
+    ``taskmanager-id``), when a vertex has cancelling subtasks or the job is CANCELLING. A subtask still cancelling
+    when someone pulls is the moment its stack is worth having: one GET per TaskManager."""
+    if not isinstance(details, dict):
+        return set()
+    vertices = [v for v in details.get("vertices") or [] if isinstance(v, dict)]
+    hanging = [v for v in vertices if (v.get("tasks") or {}).get("CANCELING") or v.get("status") == "CANCELING"]
+    if not hanging and details.get("state") == "CANCELLING":
+        hanging = [v for v in vertices if v.get("status") not in ("FINISHED", "CANCELED", "FAILED")]
+    hosts = set()
+    for v in hanging:
+        vid = str(v.get("id", ""))
+        if not re.fullmatch(r"[0-9a-f]{32}", vid):
+            continue
+        try:
+            doc = client.get_json(f"/jobs/{jid}/vertices/{vid}")
+        except PullError as exc:
+            report.warnings.append(str(exc))
+            continue
+        _write_json(root / "rest" / "jobs" / jid / "vertices" / f"{vid}.json", doc)
+        for subtask in (doc or {}).get("subtasks") or []:
+            if isinstance(subtask, dict) and subtask.get("status") == "CANCELING" and subtask.get("taskmanager-id"):
+                hosts.add(str(subtask["taskmanager-id"]))
+    return hosts
+
+
+def _pull_thread_dump(client: RestClient, root: pathlib.Path, tm_id: str, quoted: str, report: PullReport) -> None:
+    """``log/taskmanager-<id>/thread-dump.txt``: every thread of the TaskManager with its stack, as the JVM prints
+    it (``GET /taskmanagers/:id/thread-dump``, ``ThreadDumpInfo``: ``threadInfos[].stringifiedThreadInfo``), redacted
+    line by line; the JSON itself goes to rest/taskmanagers/."""
+    try:
+        doc = client.get_json(f"/taskmanagers/{quoted}/thread-dump")
+    except PullError as exc:
+        report.warnings.append(f"{exc} (no thread dump of a TaskManager whose task hangs in cancellation)")
+        return
+    _write_json(root / "rest" / "taskmanagers" / f"{_safe(tm_id)}{THREAD_DUMP_SUFFIX}", doc)
+    threads = [t for t in (doc or {}).get("threadInfos") or [] if isinstance(t, dict)]
+    lines = [f"# Thread dump of TaskManager {tm_id} (GET /taskmanagers/{tm_id}/thread-dump), pulled by flink-runbooks "
+             f"because a task it hosts hangs in cancellation."]
+    for thread in threads:
+        text = str(thread.get("stringifiedThreadInfo") or f'"{thread.get("threadName")}"')
+        lines += [redact_text(line) for line in text.rstrip("\n").split("\n")] + [""]
+    dest = root / "log" / f"taskmanager-{_safe(tm_id)}" / "thread-dump.txt"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text("\n".join(lines) + "\n")
+    report.logs.append(str(dest.relative_to(root)))
 
 
 # The exception history as log records: Flink's log4j2 layout, under a logger that says where they come from.
@@ -385,7 +453,9 @@ def _exception_history_log(root: pathlib.Path, jid: str) -> str | None:
             where = failure.get("taskName")
             what = (f"{where} on {failure.get('location') or failure.get('endpoint') or 'an unknown TaskManager'} "
                     f"failed" if where else "the job failed (global failure)")
-            records.append((int(failure.get("timestamp") or 0), f"Job {name} ({jid}): {what}.", stack))
+            labels = failure.get("failureLabels") if isinstance(failure.get("failureLabels"), dict) else {}
+            labelled = "".join(f" [{k}: {v}]" for k, v in sorted(labels.items()))
+            records.append((int(failure.get("timestamp") or 0), f"Job {name} ({jid}): {what}.{labelled}", stack))
     if not records:
         return None
     lines = [f"# Derived by flink-runbooks pull from GET /jobs/{jid}/exceptions: the exception history as log records."]
@@ -448,8 +518,194 @@ def _pull_logs(client: RestClient, root: pathlib.Path, cap: int, report: PullRep
             _write_json(root / "rest" / "taskmanagers" / f"{_safe(tm_id)}.json", client.get_json(f"/taskmanagers/{quoted}"))
         except PullError as exc:
             report.warnings.append(str(exc))
+        if tm_id in report.cancelling:
+            _pull_thread_dump(client, root, tm_id, quoted, report)
         fetch(f"/taskmanagers/{quoted}/logs", f"/taskmanagers/{quoted}/logs", root / "log" / f"taskmanager-{_safe(tm_id)}")
 
 
 def _safe(name: str) -> str:
     return re.sub(r"[^\w.-]", "_", name)
+
+
+# ------------------------------------------------------------------------------------------ reading a bundle back
+
+# A REST document of a pull is a few kilobytes (an exception history of MAX_EXCEPTIONS traces: a few hundred); a
+# bigger one was not written by a pull and is not read.
+MAX_DOCUMENT_BYTES = 16 << 20
+MAX_STACKTRACE_CHARS = 64 << 10
+MAX_THREADS = 5000
+
+
+def read_bundle(folder: str | os.PathLike, shown: str | None = None) -> tuple[ClusterSnapshot | None, list[str]]:
+    """The REST documents of the bundle ``folder`` (written by :func:`pull`) as plain data, with a warning per
+    document that cannot be read; ``(None, [])`` when the folder is not a pulled bundle. Fields a release lacks
+    (``endpoint`` before 1.19, ``failureLabels`` before 1.18, ``checkpointed_size`` before 1.15) stay empty."""
+    root = pathlib.Path(folder)
+    shown = shown or str(root)
+    warnings: list[str] = []
+    manifest = _document(root / "manifest.json", shown, warnings)
+    if not isinstance(manifest, dict) or "source" not in manifest or "requests" not in manifest:
+        return None, []
+    snapshot = ClusterSnapshot(bundle=shown, source=_text(manifest.get("source")),
+                               pulled_at=_text(manifest.get("pulled_at")),
+                               flink_version=_text(manifest.get("flink_version")))
+    jobs_dir = root / "rest" / "jobs"
+    listed = [str(j) for j in manifest.get("jobs") or [] if JOB_ID.match(str(j))]
+    found = sorted(p.name for p in jobs_dir.iterdir() if p.is_dir() and JOB_ID.match(p.name)) if jobs_dir.is_dir() else []
+    for jid in dict.fromkeys(listed + found):
+        folder_of_job = jobs_dir / jid
+        if folder_of_job.is_dir():
+            snapshot.jobs.append(_read_job(folder_of_job, jid, shown, warnings))
+    tm_dir = root / "rest" / "taskmanagers"
+    for path in sorted(tm_dir.glob("*.json")) if tm_dir.is_dir() else []:
+        if path.name.endswith(THREAD_DUMP_SUFFIX):
+            continue
+        doc = _document(path, shown, warnings)
+        if isinstance(doc, dict) and doc.get("id"):
+            tm = RestTaskManager(id=str(doc["id"]), memory=_numbers(doc.get("memoryConfiguration")),
+                                 hardware=_numbers(doc.get("hardware")), metrics=_numbers(doc.get("metrics")),
+                                 document=_relative(path, root, shown))
+            tm.threads = _read_thread_dump(root, tm.id, shown, warnings)
+            snapshot.taskmanagers.append(tm)
+    return snapshot, warnings
+
+
+def _read_thread_dump(root: pathlib.Path, tm_id: str, shown: str, warnings: list[str]) -> list[RestThread]:
+    """The TaskManager's thread dump (``ThreadDumpInfo``), each thread placed in the text file written beside its
+    logs, so evidence points at the lines a person reads."""
+    doc = _document(root / "rest" / "taskmanagers" / f"{_safe(tm_id)}{THREAD_DUMP_SUFFIX}", shown, warnings)
+    if not isinstance(doc, dict):
+        return []
+    text_file = root / "log" / f"taskmanager-{_safe(tm_id)}" / "thread-dump.txt"
+    starts: list[int] = []
+    with contextlib.suppress(OSError):
+        starts = [i + 1 for i, line in enumerate(text_file.read_text(errors="replace").splitlines())
+                  if line.startswith('"')]
+    threads = [t for t in doc.get("threadInfos") or [] if isinstance(t, dict)][:MAX_THREADS]
+    shown_file = _relative(text_file, root, shown) if text_file.is_file() else None
+    return [RestThread(name=str(t.get("threadName") or ""),
+                       text=str(t.get("stringifiedThreadInfo") or "")[:MAX_STACKTRACE_CHARS],
+                       file=shown_file, line=starts[i] if len(starts) == len(threads) else None)
+            for i, t in enumerate(threads)]
+
+
+def _document(path: pathlib.Path, shown: str, warnings: list[str]) -> Any:
+    try:
+        if not path.is_file():
+            return None
+        if path.stat().st_size > MAX_DOCUMENT_BYTES:
+            warnings.append(f"{shown}/{path.name}: larger than {MAX_DOCUMENT_BYTES >> 20} MiB, not a document a pull "
+                            f"writes; not read")
+            return None
+        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError) as exc:
+        warnings.append(f"{shown}: {path.name} cannot be read as JSON ({exc.__class__.__name__}); not used")
+        return None
+
+
+def _relative(path: pathlib.Path, root: pathlib.Path, shown: str) -> str:
+    return f"{shown.rstrip('/')}/{path.relative_to(root).as_posix()}"
+
+
+def _read_job(folder: pathlib.Path, jid: str, shown: str, warnings: list[str]) -> RestJob:
+    root = folder.parent.parent.parent
+    job = RestJob(jid)
+    details = _document(folder / "job.json", shown, warnings)
+    if isinstance(details, dict):
+        job.documents["job"] = _relative(folder / "job.json", root, shown)
+        job.name, job.state = _text(details.get("name")), _text(details.get("state"))
+        job.start_ms, job.end_ms = _millis(details.get("start-time")), _millis(details.get("end-time"))
+        job.state_times = {k: v for k, v in _numbers(details.get("timestamps")).items() if v > 0}
+        for v in details.get("vertices") or []:
+            if isinstance(v, dict):
+                job.vertices.append(RestVertex(
+                    name=str(v.get("name") or ""), status=_text(v.get("status")),
+                    parallelism=_millis(v.get("parallelism")), tasks=_numbers(v.get("tasks")),
+                    start_ms=_millis(v.get("start-time")), duration_ms=_millis(v.get("duration"))))
+    exceptions = _document(folder / "exceptions.json", shown, warnings)
+    if isinstance(exceptions, dict) and isinstance(exceptions.get("exceptionHistory"), dict):
+        history = exceptions["exceptionHistory"]
+        job.documents["exceptions"] = _relative(folder / "exceptions.json", root, shown)
+        job.has_history = True
+        job.history_truncated = bool(history.get("truncated"))
+        entries = [RestFailureEntry(_failure(e), [_failure(c) for c in e.get("concurrentExceptions") or []
+                                                  if isinstance(c, dict)])
+                   for e in history.get("entries") or [] if isinstance(e, dict)]
+        _number_lines(folder / "exceptions.json", entries)
+        job.history = sorted(entries, key=lambda e: e.root.timestamp_ms or 0)
+    checkpoints = _document(folder / "checkpoints.json", shown, warnings)
+    if isinstance(checkpoints, dict):
+        job.documents["checkpoints"] = _relative(folder / "checkpoints.json", root, shown)
+        job.checkpoint_counts = _numbers(checkpoints.get("counts"))
+        seen: dict[int, RestCheckpoint] = {}
+        latest = checkpoints.get("latest") or {}
+        for c in [*(checkpoints.get("history") or []), *(latest.values() if isinstance(latest, dict) else [])]:
+            if isinstance(c, dict) and isinstance(c.get("id"), int) and "status" in c:
+                seen.setdefault(c["id"], _checkpoint(c))
+        job.checkpoints = sorted(seen.values(), key=lambda c: (c.trigger_ms or 0, c.checkpoint_id))
+    config = _document(folder / "checkpoints-config.json", shown, warnings)
+    if isinstance(config, dict) and ("timeout" in config or "mode" in config):
+        job.documents["checkpoints-config"] = _relative(folder / "checkpoints-config.json", root, shown)
+        interval = _millis(config.get("interval"))
+        external = config.get("externalization") if isinstance(config.get("externalization"), dict) else {}
+        job.checkpoint_config = RestCheckpointConfig(
+            mode=_text(config.get("mode")),
+            # Long.MAX_VALUE (or nothing) is how the REST API says checkpointing is off
+            interval_ms=interval if interval and 0 < interval < (1 << 62) else None,
+            timeout_ms=_millis(config.get("timeout")), min_pause_ms=_millis(config.get("min_pause")),
+            max_concurrent=_millis(config.get("max_concurrent")),
+            tolerable_failed=_millis(config.get("tolerable_failed_checkpoints")),
+            unaligned=config.get("unaligned_checkpoints") if isinstance(config.get("unaligned_checkpoints"), bool) else None,
+            externalized=external.get("enabled") if isinstance(external.get("enabled"), bool) else None,
+            state_backend=_text(config.get("state_backend")), checkpoint_storage=_text(config.get("checkpoint_storage")))
+    return job
+
+
+def _number_lines(path: pathlib.Path, entries: list[RestFailureEntry]) -> None:
+    """The line of each failure's trace in the document as the pull wrote it (keys sorted, one per line: an entry's
+    concurrent exceptions come before its own ``stacktrace``), so evidence points at it; left unset when the
+    document was written otherwise."""
+    try:
+        lines = [i + 1 for i, text in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines())
+                 if text.lstrip().startswith('"stacktrace": ')]
+    except OSError:
+        return
+    failures = [f for e in entries for f in [*e.concurrent, e.root]]
+    if len(lines) == len(failures):
+        for failure, line in zip(failures, lines):
+            failure.line = line
+
+
+def _failure(doc: dict) -> RestFailure:
+    labels = doc.get("failureLabels") if isinstance(doc.get("failureLabels"), dict) else {}
+    return RestFailure(
+        exception=str(doc.get("exceptionName") or ""),
+        stacktrace=str(doc.get("stacktrace") or doc.get("exceptionName") or "")[:MAX_STACKTRACE_CHARS],
+        timestamp_ms=_millis(doc.get("timestamp")), task=_text(doc.get("taskName")),
+        # "endpoint" since 1.19 (2.x has only it), "location" before
+        location=_text(doc.get("endpoint") or doc.get("location")), taskmanager=_text(doc.get("taskManagerId")),
+        labels={str(k): str(v) for k, v in labels.items()})
+
+
+def _checkpoint(doc: dict) -> RestCheckpoint:
+    return RestCheckpoint(
+        checkpoint_id=doc["id"], status=str(doc.get("status") or ""), savepoint=bool(doc.get("is_savepoint")),
+        trigger_ms=_millis(doc.get("trigger_timestamp")), ack_ms=_millis(doc.get("latest_ack_timestamp")),
+        end_to_end_ms=_millis(doc.get("end_to_end_duration")), state_size=_millis(doc.get("state_size")),
+        checkpointed_size=_millis(doc.get("checkpointed_size")), failure_ms=_millis(doc.get("failure_timestamp")),
+        failure_message=_text(doc.get("failure_message")), acknowledged=_millis(doc.get("num_acknowledged_subtasks")),
+        subtasks=_millis(doc.get("num_subtasks")))
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value) else None
+
+
+def _millis(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _numbers(doc: Any) -> dict:
+    if not isinstance(doc, dict):
+        return {}
+    return {str(k): v for k, v in doc.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

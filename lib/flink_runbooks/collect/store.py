@@ -7,7 +7,7 @@ import pathlib
 from dataclasses import asdict
 
 from flink_runbooks.parse.config import ConfigSource, EffectiveConfig
-from flink_runbooks.model import Event, Folded, Incident, InputFile
+from flink_runbooks.model import ClusterSnapshot, Event, Folded, Incident, InputFile
 
 EVENTS = "events.parquet"
 META = "incident.json"
@@ -32,6 +32,7 @@ def save_incident(incident: Incident, directory: str | pathlib.Path) -> pathlib.
         "scan": incident.scan,
         "config_file": {"path": cfg.file_path, "format": cfg.file_format, "text": cfg.file_text},
         "config": _config_history(cfg),
+        "rest": [snapshot.to_dict() for snapshot in incident.rest],
     }
     (out / META).write_text(json.dumps(meta, indent=1))
     return out
@@ -66,7 +67,8 @@ def load_incident(directory: str | pathlib.Path) -> Incident:
     return Incident(events=events, config=config, flink_version=meta.get("flink_version"),
                     version_source=meta.get("version_source"),
                     inputs=[InputFile(**f) for f in meta.get("inputs", [])], warnings=meta.get("warnings", []),
-                    folded=[Folded(**f) for f in meta.get("folded", [])], scan=meta.get("scan", {}))
+                    folded=[Folded(**f) for f in meta.get("folded", [])], scan=meta.get("scan", {}),
+                    rest=[ClusterSnapshot.from_dict(s) for s in meta.get("rest", [])])
 
 
 def _events_schema():

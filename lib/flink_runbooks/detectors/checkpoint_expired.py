@@ -5,6 +5,7 @@ import re
 import statistics
 
 from flink_runbooks.evidence.checkpoint_analysis import CompletedStats, ceil_duration_ms, completed_stats, failovers
+from flink_runbooks.evidence.episodes import find_with_history
 from flink_runbooks.evidence.checkpoints import CheckpointAttempt, checkpoint_history
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.parse.timestamps import span_ms
@@ -184,7 +185,7 @@ class CheckpointExpired(Detector):
         stalls = _stalls_during(incident, expired)
         laggard = _single_late_taskmanager(incident, late)
         unaligned = incident.config.get_bool("execution.checkpointing.unaligned.enabled")
-        thresholds = [ev for ev, m in incident.find(TOLERABLE_FAILURES_EXCEEDED)
+        thresholds = [ev for ev, m in find_with_history(incident, TOLERABLE_FAILURES_EXCEEDED)
                       if not m["reason"] or "expired" in m["reason"]]
         failed_over = bool(thresholds) and _expired_before(expired, bare, thresholds[0])
 

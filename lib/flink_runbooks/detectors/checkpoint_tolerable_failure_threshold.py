@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import re
 
+from flink_runbooks.evidence.episodes import find_with_history
 from flink_runbooks.evidence.checkpoints import CheckpointAttempt, checkpoint_history, failed_streak_before, last_completed_before
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.vocabulary.units import format_duration
@@ -150,7 +151,7 @@ class CheckpointTolerableFailureThreshold(Detector):
     }
 
     def detect(self, incident: Incident) -> list[Finding]:
-        exceeded = [ev for ev, _ in incident.find(TOLERABLE_FAILURES_EXCEEDED)]
+        exceeded = [ev for ev, _ in find_with_history(incident, TOLERABLE_FAILURES_EXCEEDED)]
         if not exceeded:
             return []
         history = checkpoint_history(incident)

@@ -77,7 +77,9 @@ class StuckReport:
 
 
 def stuck_reports(incident: Incident) -> list[StuckReport]:
-    out = []
+    """The stuck-thread warnings of the logs, after the stacks of a pulled thread dump (the threads of tasks the REST
+    API showed CANCELING when the cluster was pulled), so a warning of the logs is preferred where both tell."""
+    out = thread_dump_reports(incident)
     for ev in incident.events:
         m = STUCK.search(ev.message) or STUCK.search(ev.text)
         if not m:
@@ -87,6 +89,36 @@ def stuck_reports(incident: Incident) -> list[StuckReport]:
         for line in ev.message.split("\n")[1:] + ev.body + ev.frames:
             frames += [(f["name"], f["method"]) for f in FRAME.finditer(line)]
         out.append(StuckReport(ev, m["task"], int(secs) if secs else None, m["action"], frames))
+    return out
+
+
+THREAD_DUMP = "thread dump"
+# "Map (1/2)#0" Id=67 TIMED_WAITING: a task thread is named after its task and attempt.
+_TASK_THREAD = re.compile(r"^(?P<task>.+ \(\d+/\d+\))#\d+$")
+
+
+def cancelling_tasks(incident: Incident) -> set[str]:
+    """Names of the job vertices that had CANCELING subtasks when the cluster was pulled (``GET /jobs/:jobid``)."""
+    return {v.name for snapshot in incident.rest for job in snapshot.jobs for v in job.vertices
+            if v.tasks.get("CANCELING") or v.status == "CANCELING"}
+
+
+def thread_dump_reports(incident: Incident) -> list[StuckReport]:
+    """Where each task thread of a cancelling vertex was when the pull took its TaskManager's thread dump."""
+    vertices = cancelling_tasks(incident)
+    out = []
+    for snapshot in incident.rest:
+        for tm in snapshot.taskmanagers:
+            for thread in tm.threads:
+                m = _TASK_THREAD.match(thread.name)
+                if not m or m["task"].rsplit(" (", 1)[0] not in vertices:
+                    continue
+                lines = thread.text.splitlines()
+                frames = [(f["name"], f["method"]) for line in lines[1:] for f in FRAME.finditer(line)]
+                event = Event(file=thread.file or tm.document or "thread-dump", line=thread.line or 0,
+                              ts=None, level=None, logger=THREAD_DUMP, thread=thread.name,
+                              message=lines[0] if lines else thread.name, frames=lines[1:40], role="taskmanager")
+                out.append(StuckReport(event, thread.name, None, THREAD_DUMP, frames))
     return out
 
 
@@ -168,6 +200,9 @@ class TaskCancellationTimeout(Detector):
                 "fatal error and the TaskManager JVM exited, failing every task it ran. ",
         "head unconfirmed": "Task '{task}' did not react to being cancelled; whether it exited before {limit} is not "
                             "in this excerpt (no 'Task did not exit gracefully' and no CANCELED state). ",
+        "head hanging": "Task '{task}' was still cancelling when the cluster was pulled: its TaskManager's thread "
+                        "dump shows where. Unless it returns within {limit} of being cancelled, the watchdog ends the "
+                        "whole TaskManager JVM. ",
         "stuck": "The task thread was {state} in {top}{job_frame}{close_path}. ",
         "job frame": "; the job's own code on the stack: {frame}",
         "close path": " (the operators' close path)",
@@ -178,6 +213,7 @@ class TaskCancellationTimeout(Detector):
         "watchdog note": "the watchdog's fatal error: the TaskManager JVM exits",
         "stuck note": "where the task thread was stuck: {top}",
         "first interrupt note": "the first interrupt that did not stop the task",
+        "thread dump note": "the task thread in the thread dump taken while it was cancelling: {top}",
         "exit note": "the TaskManager process ends",
         # patches
         "react to cancellation": "{frame} kept the task thread after Flink interrupted it. Give every blocking call a "
@@ -203,7 +239,10 @@ class TaskCancellationTimeout(Detector):
         reports = stuck_reports(incident)
         excerpt = is_excerpt(incident)
         fatal_reports = [r for r in reports if r.action == "notifying TM"]
+        hanging = [r for r in reports if r.action == THREAD_DUMP]
         if not watchdog and not fatal_reports:
+            if hanging:
+                return self._hanging(incident, hanging)
             if not reports or not excerpt or _cancellation_finished(incident, reports):
                 return []  # warnings, then the task left in time (or nothing at all): a slow but working cancel
         timeout_ms = incident.config.get_duration_ms("task.cancellation.timeout")
@@ -252,11 +291,12 @@ class TaskCancellationTimeout(Detector):
             details["in_close_path"] = close_path
             details["thread_state"] = _thread_state(decisive)
         summary = self._summary(cause, decisive, task, effective_ms, watchdog, exits, confirmed, lowered)
+        interrupts = [r for r in reports if r.action != THREAD_DUMP]
         evidence, notes = [], {}
         for ev, note in ((watchdog[0] if watchdog else None, self.say("watchdog note")),
                          (decisive.event if decisive else None,
                           self.say("stuck note", top=decisive.top(3)) if decisive else ""),
-                         (reports[0].event if reports and decisive is not reports[0] else None,
+                         (interrupts[0].event if interrupts and decisive is not interrupts[0] else None,
                           self.say("first interrupt note")),
                          (exits[-1] if exits else None, self.say("exit note"))):
             if ev is not None and all(ev is not e for e in evidence):
@@ -265,6 +305,34 @@ class TaskCancellationTimeout(Detector):
         patches = self._patches(incident, cause, decisive, effective_ms, timeout_ms)
         return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
                              details=details)]
+
+    def _hanging(self, incident: Incident, hanging: list[StuckReport]) -> list[Finding]:
+        """A task still cancelling when the cluster was pulled, its thread dump at hand: where it hangs, before the
+        watchdog ends the TaskManager (a warning: nothing has failed yet because of it)."""
+        decisive = next((r for r in hanging if r.user_frames), hanging[0])
+        if not decisive.frames:
+            return []
+        timeout_ms = incident.config.get_duration_ms("task.cancellation.timeout")
+        limit = format_duration(timeout_ms if timeout_ms is not None else DEFAULT_TIMEOUT_MS)
+        cause = "user-code-ignores-cancellation" if decisive.user_frames else "blocked-in-framework"
+        job_frame = ""
+        if decisive.user_frames:
+            c, m = decisive.user_frames[0]
+            job_frame = self.say("job frame", frame=f"{c}.{m}")
+        summary = (self.say("head hanging", task=decisive.task, limit=limit)
+                   + self.say("stuck", state=_thread_state(decisive), top=decisive.top(3), job_frame=job_frame,
+                              close_path=self.say("close path") if decisive.in_close_path else "")
+                   + self.cause(cause).summary)
+        details = {"task": decisive.task, "stuck_in": decisive.top(4),
+                   "job_frames_on_stack": [f"{c}.{m}" for c, m in decisive.user_frames[:6]] or "none",
+                   "thread_state": _thread_state(decisive), "in_close_path": decisive.in_close_path,
+                   "cancellation_timeout": limit, "cancellation_timeout_source": _source(incident, "task.cancellation.timeout"),
+                   "taskmanager_exited": False}
+        patches = [p for p in self._patches(incident, cause, decisive, timeout_ms, timeout_ms)
+                   if p.key != "restart the lost TaskManager"]
+        return [self.finding(cause, summary, [decisive.event], notes={0: self.say("thread dump note",
+                                                                                  top=decisive.top(3))},
+                             confidence=0.6, patches=patches, severity="warning", details=details)]
 
     def _summary(self, cause, decisive, task, effective_ms, watchdog, exits, confirmed, lowered) -> str:
         limit = format_duration(effective_ms) if effective_ms is not None else "the cancellation timeout"

@@ -1,6 +1,9 @@
-"""Checkpoint history reconstructed from the JobManager's checkpoint lifecycle lines (shared by the checkpoint runbooks)."""
+"""Checkpoint history reconstructed from the JobManager's checkpoint lifecycle lines (shared by the checkpoint runbooks),
+completed by a pulled bundle's ``GET /jobs/:jobid/checkpoints``: the checkpoints the logs do not reach (rolled over,
+or no JobManager log at all) and the durations, sizes and failure messages the log lines lack."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from flink_runbooks.model import Event, Incident
@@ -74,7 +77,51 @@ def _checkpoint_history(incident: Incident) -> list[CheckpointAttempt]:
                 att.finished = att.finished or ev.ts
             att.failure = att.failure or _deepest(ev)
             att.events.append(ev)
+    _add_rest_history(incident, attempts, latest)
     return sorted(attempts, key=lambda a: (a.triggered or a.finished or "", a.checkpoint_id))
+
+
+REST_SOURCE = "REST checkpoint history"
+_EXPIRED = re.compile(r"expired before completing", re.IGNORECASE)
+
+
+def _add_rest_history(incident: Incident, attempts: list[CheckpointAttempt],
+                      known: dict[tuple[str | None, int], CheckpointAttempt]) -> None:
+    from flink_runbooks.evidence.episodes import stamp_of_millis, wall_seconds
+
+    for snapshot in incident.rest:
+        for job in snapshot.jobs:
+            # the logs' time zone, from a checkpoint both tell (the REST API counts in UTC)
+            offsets = [round((wall_seconds(known[(job.jid, c.checkpoint_id)].triggered) - c.trigger_ms / 1000) / 900) * 900
+                       for c in job.checkpoints if (job.jid, c.checkpoint_id) in known and c.trigger_ms
+                       and wall_seconds(known[(job.jid, c.checkpoint_id)].triggered) is not None]
+            offset = max(set(offsets), key=offsets.count) if offsets else 0
+            for c in job.checkpoints:
+                outcome = {"COMPLETED": "completed", "IN_PROGRESS": "in progress"}.get(c.status, "failed")
+                if outcome == "failed" and _EXPIRED.search(c.failure_message or ""):
+                    outcome = "expired"
+                att = known.get((job.jid, c.checkpoint_id))
+                if att is None:
+                    finished_ms = c.failure_ms or ((c.trigger_ms + c.end_to_end_ms) if c.trigger_ms is not None
+                                                   and c.end_to_end_ms is not None and outcome == "completed" else None)
+                    att = known[(job.jid, c.checkpoint_id)] = CheckpointAttempt(
+                        c.checkpoint_id, job.jid, triggered=stamp_of_millis(c.trigger_ms, offset), outcome=outcome,
+                        finished=stamp_of_millis(finished_ms, offset), failure=c.failure_message)
+                    kind = "savepoint" if c.savepoint else "checkpoint"
+                    what = f"{c.status}" + (f" after {c.end_to_end_ms} ms" if c.end_to_end_ms is not None else "")
+                    att.events.append(Event(
+                        file=job.documents.get("checkpoints", "checkpoints.json"), line=0,
+                        ts=att.finished or att.triggered, level="INFO" if outcome == "completed" else "WARN",
+                        logger=REST_SOURCE, role="jobmanager",
+                        message=f"{kind.capitalize()} {c.checkpoint_id} of job {job.name or job.jid} ({job.jid}): "
+                                f"{what}" + (f": {c.failure_message}" if c.failure_message else "") + "."))
+                    attempts.append(att)
+                # what the log lines do not say
+                if att.duration_ms is None and outcome == "completed":
+                    att.duration_ms = c.end_to_end_ms
+                if att.size_bytes is None and outcome == "completed":
+                    att.size_bytes = c.checkpointed_size if c.checkpointed_size is not None else c.state_size
+                att.failure = att.failure or c.failure_message
 
 
 def _deepest(ev: Event) -> str | None:

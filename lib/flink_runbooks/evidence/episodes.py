@@ -4,13 +4,22 @@ An episode runs from the first failure after the job was RUNNING to the job bein
 recovered. Within an episode the *first fault* is the earliest failure whose cause is not a known secondary
 symptom: when a TaskManager dies, its peers log ``RemoteTransportException`` and ``Buffer pool is destroyed`` and
 every cancelled task logs interruption noise; none of that is why the job failed.
+
+A pulled bundle's exception history (``GET /jobs/:jobid/exceptions``) says it exactly: each entry is one failure
+the JobManager handled, with its root cause, time, task, TaskManager and failure labels, and the failures beside
+it. When the incident has one, a job's episodes are its entries; each failure is the log's own record of it when
+the log has one (so nothing is counted twice), else a record made from the entry. Episodes the history does not
+reach (it keeps the newest entries) still come from the log.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
-from flink_runbooks.model import Event, Incident
+import datetime
+
+from flink_runbooks.model import ChainLink, Event, Incident, RestFailure, RestFailureEntry, RestJob
+from flink_runbooks.parse.records import assemble
 from flink_runbooks.vocabulary.lifecycle import GLOBAL_FAILURE, JOB_STATE, RECOVERY_SUPPRESSED, TASK_FAILED
 
 
@@ -38,10 +47,16 @@ class Episode:
     failures: list[Event] = field(default_factory=list)  # failure events in time order
     suppressed: Event | None = None  # the "Recovery is suppressed" event when restarts ran out
     recovered: bool = False  # the job was RUNNING again after this episode's restart
+    root: Event | None = None  # the root cause the JobManager named (from the exception history)
+    # the failure labels (1.18+) of each failure that has any, by the place of its record (file, line)
+    labels: dict[tuple[str, int], dict[str, str]] = field(default_factory=dict)
 
     @property
     def first_fault(self) -> Event | None:
-        """The earliest failure whose cause is not a secondary symptom (the earliest failure when all are)."""
+        """The root cause the exception history names unless it is a secondary symptom, else the earliest failure
+        whose cause is not one (the earliest failure when all are)."""
+        if self.root is not None and not is_secondary(self.root):
+            return self.root
         for ev in self.failures:
             if not is_secondary(ev):
                 return ev
@@ -67,6 +82,15 @@ def fault_text(event: Event) -> str:
 
 
 def episodes(incident: Incident) -> list[Episode]:
+    """The failure episodes, in time order: from the exception history where a pulled bundle has one, else from
+    the JobManager's failure lines."""
+    jobs = [job for snapshot in incident.rest for job in snapshot.jobs if job.history]
+    if not jobs:
+        return _log_episodes(incident)
+    return incident.derived("history_episodes", lambda inc: _history_episodes(inc, jobs, _log_episodes(inc)))
+
+
+def _log_episodes(incident: Incident) -> list[Episode]:
     """Split the JobManager's failure lines into episodes, in time order."""
     out: list[Episode] = []
     current: Episode | None = None
@@ -155,3 +179,198 @@ def first_fault(incident: Incident) -> Event | None:
     named = [ev for ev in events if any(c.kind != "suppressed" and not RECOVERY_SUPPRESSED.search(c.message)
                                         for c in ev.chain)]
     return next((ev for ev in named + events if not is_secondary(ev)), events[0] if events else None)
+
+
+# ------------------------------------------------------------------------------------------ the exception history
+
+HISTORY_SOURCE = "REST exception history"
+# A log and the REST API tell the same failure at the same millisecond, the log in its cluster's time zone (whole
+# quarter hours away from UTC): what is left over is how far apart two records of one failure may be.
+_SAME_FAILURE_S = 0.5
+_ZONE_STEP_S = 900
+
+
+def history_event(job: RestJob, failure: RestFailure, offset_s: float = 0.0) -> Event:
+    """A record of one failure of the exception history, shaped like the JobManager's log record of it (its trace
+    read by the same parser), placed in the exceptions document, its time shifted to the logs' time zone."""
+    lines = [line for line in failure.stacktrace.splitlines() if line.strip()][:400]
+    chain: list[ChainLink] = []
+    frames: list[str] = []
+    for record in assemble(lines)[:1]:
+        chain = [ChainLink(c["cls"], c["message"], c["kind"]) for c in record.chain]
+        frames = list(record.frames)
+    if not chain and failure.exception:
+        chain = [ChainLink(failure.exception, "")]
+    where = failure.location or failure.taskmanager
+    what = (f"{failure.task} on {where or 'an unknown TaskManager'} failed" if failure.task
+            else "the job failed (global failure)")
+    labels = "".join(f" [{k}: {v}]" for k, v in sorted(failure.labels.items()))
+    message = f"Job {job.name or 'job'} ({job.jid}): {what}.{labels}"
+    return Event(file=job.documents.get("exceptions", "exceptions.json"), line=failure.line or 0,
+                 ts=stamp_of_millis(failure.timestamp_ms, offset_s), level="ERROR", logger=HISTORY_SOURCE, message=message,
+                 chain=chain, frames=frames, role="jobmanager")
+
+
+def stamp_of_millis(ms: int | None, offset_s: float) -> str | None:
+    if ms is None:
+        return None
+    t = datetime.datetime.fromtimestamp(ms / 1000 + offset_s, datetime.timezone.utc)
+    return f"{t:%Y-%m-%d %H:%M:%S}.{t.microsecond // 1000:03d}"
+
+
+def wall_seconds(ts: str | None) -> float | None:
+    """A log's wall-clock time read as if it were UTC (the offset of its zone is learnt from the pairs)."""
+    from flink_runbooks.parse.timestamps import parse_ts
+
+    t = parse_ts(ts)
+    return t.replace(tzinfo=datetime.timezone.utc).timestamp() if t else None
+
+
+def _cause_key(chain: list[ChainLink]) -> tuple[str, str] | None:
+    causes = [c for c in chain if c.kind != "suppressed" and not RECOVERY_SUPPRESSED.search(c.message)]
+    if not causes:
+        return None
+    deepest = causes[-1]
+    return deepest.cls.rsplit(".", 1)[-1], deepest.message[:200]
+
+
+def _task_key(name: str | None) -> tuple[str, int | None] | None:
+    """``Map (1/2) - execution #3`` (the history) is ``("Map (1/2)", 3)``."""
+    m = re.match(r"(?P<task>.*? \(\d+/\d+\))(?: - execution #(?P<attempt>\d+))?", name or "")
+    return (m["task"].strip(), int(m["attempt"]) if m["attempt"] else None) if m else None
+
+
+# "Map (1/2)#3 (attempt id) switched from RUNNING to FAILED": the attempt number is "#3", or (1.16+) the last part
+# of the attempt id "<graph>_<vertex>_<subtask>_<attempt>"; older attempt ids do not tell it.
+_LOGGED_TASK = re.compile(r"(?P<task>[^\s(][^()]*? \(\d+/\d+\))(?:#(?P<attempt>\d+))?"
+                          r"(?: \((?:[0-9a-f]+_){3}(?P<number>\d+)\)| \([0-9a-f_]+\))? switched from \w+ to FAILED")
+
+
+def _log_task(ev: Event) -> tuple[str, int | None] | None:
+    m = _LOGGED_TASK.search(ev.message)
+    if not m:
+        return None
+    attempt = m["attempt"] or m["number"]
+    return m["task"].strip(), int(attempt) if attempt else None
+
+
+def _same_task(history: tuple[str, int | None] | None, logged: tuple[str, int | None] | None) -> bool:
+    if history is None or logged is None:
+        return history is None and logged is None  # a global failure is not a task's
+    return history[0] == logged[0] and None in (history[1], logged[1]) or history == logged
+
+
+def _history_episodes(incident: Incident, jobs: list[RestJob], from_log: list[Episode]) -> list[Episode]:
+    failures_of = [(job, entry, failure) for job in jobs for entry in job.history
+                   for failure in [*entry.concurrent, entry.root]]
+    candidates = [ev for ep in from_log for ev in ep.failures] + [
+        ev for ev in incident.events if ev.chain and (JOB_STATE.search(ev.message) or TASK_FAILED.search(ev.message)
+                                                      or _derived_from_history(ev))]
+    matched, offset = _match_log_records(failures_of, candidates)
+    out: list[Episode] = []
+    covered: set[int] = set()
+    for job in jobs:
+        for n, entry in enumerate(job.history):
+            records = []
+            labels = {}
+            for failure in [entry.root, *entry.concurrent]:
+                ev = matched.get(id(failure)) or history_event(job, failure, offset)
+                covered.add(id(ev))
+                records.append((failure.timestamp_ms or 0, ev))
+                if failure.labels:
+                    labels[(ev.file, ev.line)] = dict(failure.labels)
+            root = records[0][1]
+            failures = [ev for _ms, ev in sorted(records, key=lambda r: r[0])]
+            last = n == len(job.history) - 1
+            final = last and job.state in ("FAILED", "FAILING")
+            episode = Episode(job.jid, failures[0].ts, end=root.ts, outcome="failed" if final else "restarting",
+                              failures=failures, root=root, labels=labels,
+                              recovered=not last or job.state in ("RUNNING", "FINISHED"))
+            suppressed = next((ev for ev in failures if RECOVERY_SUPPRESSED.search(ev.text)), None)
+            episode.suppressed = suppressed if final else None
+            out.append(episode)
+    # what the history does not reach: other jobs' episodes, and the log's episodes older than the history (it keeps
+    # the newest entries); an episode of the log that tells a failure of the history is that history's
+    since = min((ep.start for ep in out if ep.start), default=None)
+    ours = {job.jid for job in jobs}
+    for ep in from_log:
+        if any(id(ev) in covered for ev in ep.failures):
+            continue
+        if ep.job in ours or ep.job is None:
+            if since is None or (ep.end or ep.start or "~") >= since:
+                continue
+        out.append(ep)
+    return sorted(out, key=lambda ep: ep.start or "")
+
+
+def _derived_from_history(ev: Event) -> bool:
+    """A record the pull wrote from the exception history (no JobManager log could be pulled)."""
+    return (ev.logger or "").endswith(".rest.exception-history")
+
+
+def _match_log_records(failures_of: list[tuple[RestJob, RestFailureEntry, RestFailure]],
+                       candidates: list[Event]) -> tuple[dict[int, Event], float]:
+    """Each failure of the history paired with the log record of it (same deepest cause, same task attempt, the same
+    moment up to the logs' time zone), and the logs' offset from UTC in seconds."""
+    matched: dict[int, Event] = {}
+    used: set[int] = set()
+    offsets: list[float] = []
+    for _job, _entry, failure in failures_of:
+        key = _cause_key(history_event(_job, failure).chain)
+        at = failure.timestamp_ms / 1000 if failure.timestamp_ms is not None else None
+        task = _task_key(failure.task)
+        best = None
+        for ev in candidates:
+            if id(ev) in used or key is None or _cause_key(ev.chain) != key:
+                continue
+            if not _derived_from_history(ev) and not _same_task(task, _log_task(ev)):
+                continue
+            when = wall_seconds(ev.ts)
+            if at is None or when is None:
+                continue
+            delta = when - at
+            off_zone = abs(delta - round(delta / _ZONE_STEP_S) * _ZONE_STEP_S)
+            # the JobManager's record first: it is the one that says where the task ran
+            rank = (ev.role != "jobmanager", off_zone)
+            if off_zone <= _SAME_FAILURE_S and (best is None or rank < best[0]):
+                best = (rank, ev, round(delta / _ZONE_STEP_S) * _ZONE_STEP_S)
+        if best is not None:
+            matched[id(failure)] = best[1]
+            used.add(id(best[1]))
+            offsets.append(best[2])
+    offset = max(set(offsets), key=offsets.count) if offsets else 0.0
+    return matched, offset
+
+
+def with_failure_labels(incident: Incident, findings: list) -> None:
+    """Each evidence line that records a failure the exception history labels (failure enrichers, 1.18+) says
+    its labels: they are the cluster's own classification of that failure."""
+    from dataclasses import replace
+
+    if not any(job.history for snapshot in incident.rest for job in snapshot.jobs):
+        return
+    labelled = {place: labels for ep in episodes(incident) for place, labels in ep.labels.items()}
+    if not labelled:
+        return
+    for finding in findings:
+        for i, evidence in enumerate(finding.evidence):
+            labels = labelled.get((evidence.file, evidence.line))
+            if labels:
+                said = "failure labels: " + ", ".join(f"{k}={v}" for k, v in sorted(labels.items()))
+                note = f"{evidence.note}; {said}" if evidence.note else said
+                finding.evidence[i] = replace(evidence, note=note)
+
+
+def find_with_history(incident: Incident, pattern: re.Pattern[str]) -> list[tuple[Event, re.Match[str]]]:
+    """Records matching ``pattern``: the logs' own, else (no log tells it, as when no JobManager log was pulled) the
+    failures of the exception history that do, in time order."""
+    found = list(incident.find(pattern))
+    if found or not any(job.history for snapshot in incident.rest for job in snapshot.jobs):
+        return found
+    out = []
+    for ep in episodes(incident):
+        for ev in ep.failures:
+            m = ev.search(pattern)
+            if m and all(ev is not seen for seen, _m in out):
+                out.append((ev, m))
+    return out

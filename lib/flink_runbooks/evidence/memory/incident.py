@@ -22,6 +22,7 @@ from flink_runbooks.vocabulary import keys
 from flink_runbooks.evidence.memory import (MemoryConfigError, TaskManagerMemory, derive_taskmanager_memory, grow_pool,
                      parse_logged_breakdown)
 from flink_runbooks.evidence.deployment import deployment
+from flink_runbooks.evidence.memory.logged import breakdown_from_pools
 from flink_runbooks.model import Event, Evidence, Incident
 from flink_runbooks.vocabulary.units import format_size, parse_memory_size
 
@@ -126,6 +127,9 @@ def logged_taskmanager_memory(incident: Incident) -> tuple[TaskManagerMemory | N
             where = f"{path}:{marker.line}" if marker else path
             what = mem.notes[0].removeprefix("read from ") if mem.notes else "logged breakdown"
             return mem, f"{what} ({where})"
+    rest = rest_taskmanager_memory(incident)
+    if rest is not None:
+        return rest
     generated = {k: cv for k, cv in incident.config.items() if _generated(cv)}
     if len(generated) == len(GENERATED_MEMORY_KEYS):
         line = " ".join(f"-D {k}={cv.value}" for k, cv in generated.items())
@@ -133,6 +137,24 @@ def logged_taskmanager_memory(incident: Incident) -> tuple[TaskManagerMemory | N
         if mem is not None:
             return mem, f"TaskManager dynamic properties ({next(iter(generated.values())).source})"
     return None, None
+
+
+# TaskManagerDetailsInfo's memoryConfiguration (TaskExecutorMemoryConfiguration, 1.12+): the sizes the TaskManager
+# runs with, in bytes.
+_REST_POOLS = {"frameworkHeap": "framework_heap", "frameworkOffHeap": "framework_off_heap", "taskHeap": "task_heap",
+               "taskOffHeap": "task_off_heap", "networkMemory": "network", "managedMemory": "managed",
+               "jvmMetaspace": "metaspace", "jvmOverhead": "overhead"}
+
+
+def rest_taskmanager_memory(incident: Incident) -> tuple[TaskManagerMemory, str] | None:
+    """The breakdown a TaskManager's REST details report (a pulled bundle's ``GET /taskmanagers/:id``), and where."""
+    for snapshot in incident.rest:
+        for tm in snapshot.taskmanagers:
+            pools = {pool: int(tm.memory[name]) for name, pool in _REST_POOLS.items() if name in tm.memory}
+            mem = breakdown_from_pools(pools, f"GET /taskmanagers/{tm.id}")
+            if mem is not None:
+                return mem, f"the TaskManager's REST details ({tm.document or tm.id})"
+    return None
 
 
 def derived_taskmanager_memory(incident: Incident) -> tuple[TaskManagerMemory | None, MemoryConfigError | None]:

@@ -37,7 +37,7 @@ def _value_bytes(text: str) -> int | None:
     return int(m.group(1) or m.group(2)) if m else None
 
 
-def _from_pools(pools: dict[str, int], source: str) -> TaskManagerMemory | None:
+def breakdown_from_pools(pools: dict[str, int], source: str) -> TaskManagerMemory | None:
     if not all(p in pools for p in POOLS):
         return None
     flink = sum(pools[p] for p in POOLS if p not in ("metaspace", "overhead"))
@@ -67,7 +67,7 @@ def _parse_block(lines: list[str]) -> TaskManagerMemory | None:
             found[_TM_BLOCK_LABELS[label]] = value
         if label == "JVM Overhead":
             break
-    mem = _from_pools(found, "Final TaskExecutor Memory configuration")
+    mem = breakdown_from_pools(found, "Final TaskExecutor Memory configuration")
     if mem is None:
         return None
     # the printed totals are authoritative when present
@@ -95,7 +95,7 @@ def parse_logged_breakdown(lines: Iterable[str] | str) -> TaskManagerMemory | No
             for name, value in re.findall(r"(\w+)=([^,}]*(?:\([^)]*\))?)", spec):
                 if name in _SPEC_FIELDS and _value_bytes(value) is not None:
                     pools[_SPEC_FIELDS[name]] = _value_bytes(value)
-            mem = _from_pools(pools, "TaskExecutorProcessSpec")
+            mem = breakdown_from_pools(pools, "TaskExecutorProcessSpec")
             if mem is not None:
                 return mem
     for line in reversed(lines):
@@ -103,7 +103,7 @@ def parse_logged_breakdown(lines: Iterable[str] | str) -> TaskManagerMemory | No
             pools = {_DYNAMIC_FIELDS[k]: int(v)
                      for k, v in re.findall(r"-D\s*(taskmanager\.memory\.[\w.-]+)=(\d+)b?", line)
                      if k in _DYNAMIC_FIELDS}
-            mem = _from_pools(pools, "TaskManager dynamic properties")
+            mem = breakdown_from_pools(pools, "TaskManager dynamic properties")
             if mem is not None:
                 return mem
     return None
