@@ -101,7 +101,8 @@ def test_the_job_s_checkpoint_settings_are_what_its_runbooks_read(tmp_path):
     bundle = _pulled(tmp_path, STUCK["1.20.3"])
     incident = ingest([str(bundle)])
     timeout = incident.config.lookup("execution.checkpointing.timeout")
-    assert timeout.value == "1500 ms" and "checkpoints-config.json" in str(timeout.source)
+    assert timeout.value == "1500 ms" and str(timeout.source).startswith("REST ")
+    assert str(timeout.source).endswith("checkpoints-config.json")
     assert incident.config.get_int("execution.checkpointing.tolerable-failed-checkpoints") == 1
 
 

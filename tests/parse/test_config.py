@@ -204,8 +204,9 @@ def test_config_source_str():
     assert str(ConfigSource("dynamic", "/x/tm.log", 80, "-D")) == "-D on /x/tm.log:80"
     assert str(ConfigSource("dynamic", detail="FLINK_PROPERTIES")) == "-D (FLINK_PROPERTIES)"
     assert str(ConfigSource("override", detail="--set")) == "--set override"
+    assert str(ConfigSource("rest", "/x/rest/jobs/j/checkpoints-config.json")) == "REST /x/rest/jobs/j/checkpoints-config.json"
     with pytest.raises(ValueError):
-        ConfigSource("rest")
+        ConfigSource("jmx")
 
 
 def test_precedence_file_log_dynamic_override():
@@ -227,6 +228,10 @@ def test_precedence_file_log_dynamic_override():
     assert cfg.get(key) == "2g"
     cfg.add(key, "2.5g", ConfigSource("log", "/x/tm2.log", 50))
     assert cfg.get(key) == "2g"
+    # what a pulled job's REST documents say it ran with outranks -D; only the user's --set beats it
+    cfg.add(key, "1.5g", ConfigSource("rest", "/x/rest/jobs/j/checkpoints-config.json"))
+    cfg.add(key, "1.7g", ConfigSource("dynamic", "/x/tm.log", 81))
+    assert cfg.get(key) == "1.5g"
     cfg.add(key, "1g", ConfigSource("override"))
     assert cfg.get(key) == "1g"
     assert str(cfg.lookup(key).source) == "--set override"

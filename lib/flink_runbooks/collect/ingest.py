@@ -297,7 +297,7 @@ def _config_from_checkpoint_settings(snapshot: ClusterSnapshot, config: Effectiv
     if chosen is None:
         return
     settings = chosen.checkpoint_config
-    source = ConfigSource("dynamic", chosen.documents.get("checkpoints-config"),
+    source = ConfigSource("rest", chosen.documents.get("checkpoints-config"),
                           detail=f"GET /jobs/{chosen.jid}/checkpoints/config")
     values = {
         "execution.checkpointing.interval": f"{settings.interval_ms} ms",

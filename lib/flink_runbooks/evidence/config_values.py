@@ -303,7 +303,7 @@ def _source_event(incident: Incident, key: str, value: str, source) -> Event | N
         for ev in incident.events:
             if ev.file == source.path and ev.line == source.line:
                 return ev
-    if source.kind == "file" and source.path:
+    if source.kind in ("file", "rest") and source.path:
         return Event(file=source.path, line=source.line or 0, message=f"{key}: {value}", role="config")
     return None
 

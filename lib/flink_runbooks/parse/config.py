@@ -30,7 +30,8 @@ from flink_runbooks.vocabulary import keys
 from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_lines, redact_text, redact_value
 from flink_runbooks.vocabulary.units import parse_duration_ms, parse_memory_size
 
-SOURCE_RANKS = {"file": 0, "log": 1, "dynamic": 2, "override": 3}
+# A pulled job's REST documents say what it ran with (its own code's settings included): above file, log and -D.
+SOURCE_RANKS = {"file": 0, "log": 1, "dynamic": 2, "rest": 3, "override": 4}
 
 
 class ConfigError(ValueError):
@@ -80,7 +81,7 @@ def limit_config_keys(text: str, path: str, fmt: str, warnings: list[str] | None
 
 @dataclass(frozen=True)
 class ConfigSource:
-    kind: str  # "file" | "log" | "dynamic" | "override"
+    kind: str  # "file" | "log" | "dynamic" | "rest" | "override"
     path: str | None = None
     line: int | None = None
     detail: str = ""
@@ -99,7 +100,8 @@ class ConfigSource:
         return f"{path}:{self.line}" if self.line is not None else path
 
     def __str__(self) -> str:
-        """``flink-conf.yaml:12``, ``log /x/jm.log:109``, ``-D on /x/tm.log:80``, ``--set override``.
+        """``flink-conf.yaml:12``, ``log /x/jm.log:109``, ``-D on /x/tm.log:80``, ``REST /x/checkpoints-config.json``,
+        ``--set override``.
 
         ``detail`` is shown only when there is no path to point at (``-D (FLINK_PROPERTIES)``).
         """
@@ -108,8 +110,9 @@ class ConfigSource:
         if self.path:
             if self.kind == "file":
                 return self._where(os.path.basename(self.path))
-            return f"{'log' if self.kind == 'log' else '-D on'} {self._where(self.path)}"
-        text = {"file": "config file", "log": "log", "dynamic": "-D"}[self.kind]
+            prefix = {"log": "log", "dynamic": "-D on", "rest": "REST"}[self.kind]
+            return f"{prefix} {self._where(self.path)}"
+        text = {"file": "config file", "log": "log", "dynamic": "-D", "rest": "REST"}[self.kind]
         return f"{text} ({self.detail})" if self.detail else text
 
 
