@@ -153,3 +153,23 @@ def test_no_kubeconfig_is_one_line_and_exit_2(tmp_path):
 def test_a_malformed_k8s_url_is_refused(tmp_path, url):
     run = _cli("pull", url, "--out", str(tmp_path / "b"), "--kubeconfig", str(tmp_path / "none"))
     assert run.returncode == 2 and "k8s://NAMESPACE/NAME" in run.stderr
+
+
+def test_a_log_over_the_cap_keeps_its_newest_lines_redacted(tmp_path):
+    from flink_runbooks.collect import kubernetes
+
+    long_log = "".join(f"2024-05-01 10:03:{i % 60:02d},001 INFO  org.apache.flink.runtime.taskexecutor.TaskExecutor "
+                       f"[] - line {i} password=hunter3\n" for i in range(20_000))
+    answers = _answers()
+    answers[f"/api/v1/namespaces/streaming/pods/{POD_NAME}/log"] = (200, long_log)
+    server = _server(answers)
+    try:
+        report = kubernetes.pull("k8s://streaming/orders", tmp_path / "bundle",
+                                 kubeconfig=str(_kubeconfig(tmp_path, server.server_port)), max_log_bytes=64 << 10)
+    finally:
+        server.shutdown()
+    kept = (tmp_path / "bundle" / "log" / POD_NAME / "flink-main-container.log").read_text()
+    assert len(kept.encode()) <= 64 << 10
+    assert kept.splitlines()[0].startswith("2024-05-01") and kept.splitlines()[-1].split(" - ")[1].startswith("line 19999")
+    assert "hunter3" not in kept
+    assert any("flink-main-container.log" in w and "only the newest" in w for w in report.warnings)

@@ -293,3 +293,20 @@ def test_a_saved_incident_keeps_what_its_rest_documents_say(cluster, tmp_path):
     incident = ingest([str(tmp_path / "bundle")])
     reloaded = load_incident(save_incident(incident, tmp_path / "saved"))
     assert reloaded.rest == incident.rest and len(reloaded.rest[0].jobs[0].history) == 3
+
+
+def test_a_streamed_log_never_takes_much_more_than_twice_its_cap_on_disk(tmp_path):
+    dest = tmp_path / "jobmanager.log"
+    sizes = []
+
+    def chunks():
+        for i in range(2_000):
+            yield f"line {i} with token=abcdef0123456789 and some more text to fill the chunk\n".encode() * 10
+            if dest.exists():
+                sizes.append(dest.stat().st_size)
+
+    total, cut = rest.write_redacted_tail(chunks(), dest, 8192)
+    text = dest.read_text()
+    assert cut and total > 1_000_000 and len(text.encode()) <= 8192
+    assert max(sizes) <= 3 * 8192
+    assert text.splitlines()[-1].startswith("line 1999 ") and "abcdef0123456789" not in text

@@ -24,11 +24,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from flink_runbooks.collect.rest import PullError, PullReport
+from flink_runbooks.collect.rest import PullError, PullReport, write_redacted_tail
 from flink_runbooks.parse.redact import redact_text, redact_value
 
 REQUEST_TIMEOUT_S = 10.0
 MAX_LOG_BYTES = 64 << 20
+_CHUNK = 1 << 20
 MAX_PODS = 50
 _URL = re.compile(r"^k8s://(?P<namespace>[a-z0-9]([-a-z0-9]*[a-z0-9])?)/(?P<name>[a-z0-9]([-a-z0-9.]*[a-z0-9])?)/?$")
 _RESOURCES = (("FlinkDeployment", "flinkdeployments"), ("FlinkSessionJob", "flinksessionjobs"))
@@ -212,24 +213,23 @@ def _pull_logs(session: _Session, core, namespace: str, pod: dict, root: pathlib
         for previous in ((False, True) if restarted else (False,)):
             say(f"logs of {pod_name}/{cname}" + (" (previous)" if previous else ""))
             path = f"/api/v1/namespaces/{namespace}/pods/{pod_name}/log?container={cname}" + ("&previous=true" if previous else "")
+            dest = root / "log" / _safe(pod_name) / (_safe(cname) + ("-previous" if previous else "") + ".log")
             try:
-                # limit_bytes keeps the oldest bytes: read what the server sends, keep the newest cap
+                # limit_bytes would keep the oldest bytes: stream what the server sends, keep the newest cap
                 response = session.call(path, core.read_namespaced_pod_log, pod_name, namespace, container=cname,
                                         previous=previous, _preload_content=False)
-                data = response.data
             except PullError as exc:
                 if re.search(r"HTTP (400|404)", str(exc)):  # no previous container, a pod not started yet
                     report.warnings.append(f"{exc} (this log is not in the bundle)")
                     continue
                 raise
-            cut = len(data) > cap
-            if cut:
-                data = data[-cap:]
-                data = data[data.find(b"\n") + 1:]
-            dest = root / "log" / _safe(pod_name) / (_safe(cname) + ("-previous" if previous else "") + ".log")
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            text = data.decode("utf-8", errors="replace")
-            dest.write_text("".join(redact_text(line) for line in text.splitlines(keepends=True)))
+            try:
+                _, cut = write_redacted_tail(response.stream(_CHUNK), dest, cap)
+            except Exception as exc:  # the server went away while sending the log
+                dest.unlink(missing_ok=True)
+                raise PullError(f"GET {path} on {session.source}: {_reason(exc)} while reading the log") from None
+            finally:
+                response.release_conn()
             report.logs.append(str(dest.relative_to(root)))
             if cut:
                 report.warnings.append(f"{dest.relative_to(root)}: only the newest {cap >> 20} MiB kept")

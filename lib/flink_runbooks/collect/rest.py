@@ -42,7 +42,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 from flink_runbooks.model import (ClusterSnapshot, RestCheckpoint, RestCheckpointConfig, RestFailure, RestFailureEntry,
                                   RestJob, RestTaskManager, RestThread, RestVertex)
@@ -157,34 +157,55 @@ class RestClient:
             raise PullError(f"GET {self.base}{record.path} did not answer with JSON") from None
 
     def get_to_file(self, path: str, dest: pathlib.Path, cap: int) -> tuple[int, bool]:
-        """Stream a text document to ``dest``, redacted line by line before it is written (no unredacted byte reaches
-        the disk); over ``cap`` bytes, only the newest ``cap`` bytes are kept (from a line start). Returns the bytes
-        read and whether it was cut."""
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        total, pending = 0, b""
+        """Stream a text document to ``dest`` through :func:`write_redacted_tail`; returns the bytes read and whether
+        it was cut."""
         try:
-            with self._get(path) as (record, response), open(dest, "w", encoding="utf-8") as out:
-                while chunk := response.read(_CHUNK):
-                    total += len(chunk)
-                    *lines, pending = (pending + chunk).split(b"\n")
-                    out.writelines(redact_text(line.decode("utf-8", errors="replace")) + "\n" for line in lines)
-                    if time.monotonic() > self._deadline:
-                        raise PullError(f"the pull from {self.base} took longer than {self.total_timeout:g} s and "
-                                        f"was stopped while reading {record.path}")
-                if pending:
-                    out.write(redact_text(pending.decode("utf-8", errors="replace")))
+            with self._get(path) as (record, response):
+                def chunks() -> Iterator[bytes]:
+                    while chunk := response.read(_CHUNK):
+                        yield chunk
+                        if time.monotonic() > self._deadline:
+                            raise PullError(f"the pull from {self.base} took longer than {self.total_timeout:g} s "
+                                            f"and was stopped while reading {record.path}")
+                total, cut = write_redacted_tail(chunks(), dest, cap)
                 record.bytes = total
         except PullError:
             dest.unlink(missing_ok=True)
             raise
-        cut = dest.stat().st_size > cap
-        if cut:
-            with open(dest, "rb") as src:
-                src.seek(-cap, os.SEEK_END)
-                src.readline()  # the rest of a line cut in the middle
-                tail = src.read()
-            dest.write_bytes(tail)
         return total, cut
+
+
+def write_redacted_tail(chunks: Iterable[bytes], dest: pathlib.Path, cap: int) -> tuple[int, bool]:
+    """Write a streamed text document to ``dest``, redacted line by line before it is written (no unredacted byte
+    reaches the disk); over ``cap`` bytes only the newest ``cap`` bytes are kept, from a line start. Neither memory
+    nor the disk holds much more than twice the cap, however long the document. Returns the bytes read and whether
+    it was cut."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    total, pending, cut = 0, b"", False
+    with open(dest, "w+b") as out:
+        for chunk in chunks:
+            total += len(chunk)
+            *lines, pending = (pending + chunk).split(b"\n")
+            out.writelines(redact_text(line.decode("utf-8", errors="replace")).encode() + b"\n" for line in lines)
+            if out.tell() > 2 * cap:
+                _keep_newest(out, cap)
+                cut = True
+        if pending:
+            out.write(redact_text(pending.decode("utf-8", errors="replace")).encode())
+        if out.tell() > cap:
+            _keep_newest(out, cap)
+            cut = True
+    return total, cut
+
+
+def _keep_newest(out, cap: int) -> None:
+    """Cut the open file ``out`` to its newest ``cap`` bytes, from the start of a line."""
+    out.seek(-cap, os.SEEK_END)
+    out.readline()  # the rest of a line cut in the middle
+    tail = out.read()
+    out.seek(0)
+    out.write(tail)
+    out.truncate()
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
