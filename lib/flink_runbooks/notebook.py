@@ -238,9 +238,12 @@ def event_timeline(run: RunbookRun, title: str = "Warnings, errors and failures 
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from flink_runbooks.evidence.episodes import FAILURE_LINE
+    from flink_runbooks.evidence.episodes import FAILURE_LINE, episodes
 
     rows = [ev for ev in run.incident.events if ev.ts and (ev.level in ("WARN", "ERROR", "FATAL") or FAILURE_LINE.search(ev.message))]
+    # failures the REST exception history of a pulled cluster holds and no log line records
+    logged = {(ev.file, ev.line) for ev in rows}
+    rows += [ev for ep in episodes(run.incident) for ev in ep.failures if ev.ts and (ev.file, ev.line) not in logged]
     evidence = {(os.path.basename(e.file), e.line) for f in run.findings for e in f.evidence}
     fig, ax = plt.subplots(figsize=(10, max(2.2, 0.6 + 0.45 * len({ev.file for ev in rows}))))
     if not rows:

@@ -158,3 +158,15 @@ def test_failure_labels_reach_the_evidence_of_their_finding(version, tmp_path):
     assert any("failure labels: team=orders, type=USER" in e.note for e in primary.evidence)
     plain = run_detectors(ingest([str(_without_rest(bundle, tmp_path))]))
     assert not any("failure labels" in e.note for f in plain.findings for e in f.evidence)
+
+
+def test_the_event_timeline_shows_failures_only_the_exception_history_holds(tmp_path):
+    from flink_runbooks import notebook as nb
+
+    bundle = _pulled(tmp_path)
+    for log in (bundle / "log").rglob("*.log"):
+        log.unlink()
+    incident = ingest([str(bundle)])
+    run = nb.RunbookRun("restart-strategy-exhausted", incident, run_detectors(incident))
+    rows = [t.get_text() for t in nb.event_timeline(run).axes[0].get_yticklabels()]
+    assert rows == ["exceptions.json"]
