@@ -11,11 +11,15 @@ import pathlib
 import shutil
 import subprocess
 import sys
+import urllib.request
+from dataclasses import dataclass
 from typing import Iterator
 
 import pytest
 import yaml
 from corpus import ROOT
+
+from support import everything_written
 
 from flink_runbooks.apps.bench.flink_cluster import (Cluster, flink_home, free_port, get_json, job_jar,
                                                      standalone_cluster, stop_marked, wait_until)
@@ -47,8 +51,15 @@ def cluster(version: str, folder: pathlib.Path, **options) -> Iterator[Cluster]:
         yield running
 
 
+_JARS: dict[tuple[pathlib.Path, str], str] = {}
+
+
 def jar(running: Cluster, name: str) -> str:
-    return job_jar(running.home, JOBS / f"{name}.java", running.folder)
+    """The job ``name`` of tests/apps/live_jobs compiled for the cluster's release, once per test run."""
+    key = (running.home, name)
+    if key not in _JARS:
+        _JARS[key] = job_jar(running.home, JOBS / f"{name}.java", running.folder)
+    return _JARS[key]
 
 
 @contextlib.contextmanager
@@ -123,10 +134,19 @@ def firing(prometheus_url: str) -> list[str]:
     return sorted({a["labels"]["alertname"] for a in alerts if a["state"] == "firing"})
 
 
+@dataclass(frozen=True)
+class Served:
+    """A running ``flink-runbooks serve``: its URL, its out-root and the folder holding its home (also its
+    temporary folder), its working folder and its (empty) logs root."""
+
+    url: str
+    out_root: pathlib.Path
+    folder: pathlib.Path
+
+
 @contextlib.contextmanager
-def serve(folder: pathlib.Path) -> Iterator[tuple[str, pathlib.Path]]:
-    """``flink-runbooks serve`` with its own home, temporary folder and working folder under ``folder``; yields its
-    URL and its out-root."""
+def serve(folder: pathlib.Path) -> Iterator[Served]:
+    """``flink-runbooks serve`` with its own home, temporary folder and working folder under ``folder``."""
     port = free_port()
     home, logs_root, out_root = folder / "home", folder / "logs-root", folder / "out-root"
     for d in (home / "tmp", logs_root, out_root):
@@ -137,4 +157,62 @@ def serve(folder: pathlib.Path) -> Iterator[tuple[str, pathlib.Path]]:
                    "--out-root", str(out_root), "--jobs", "2"], folder / "cwd", f"FLINK_RUNBOOKS_LIVE_SERVE_{port}",
                   env):
         wait_until("flink-runbooks serve", 60, lambda: get_json(f"{url}/healthz"), 0.2)
-        yield url, out_root
+        yield Served(url, out_root, folder)
+
+
+# Every rule's condition holds this long before it fires: the failure has played out by then (the job restarted
+# and, where its restarts run out, failed), as it has by the time a production rule's longer hold ends.
+HOLD = "10s"
+# What the libraries serve runs may keep in its home: caches and Jupyter's runtime files, never an incident.
+HOME_ALLOWED = (".cache", ".local/share/jupyter", ".ipython", ".config", ".jupyter", "tmp")
+
+
+def alert_loop(served: Served, folder: pathlib.Path, running: Cluster, provoke=lambda: None) -> dict:
+    """Prometheus and Alertmanager watching ``running`` while ``provoke`` breaks it; returns serve's first run for
+    the cluster once its pull is done (the cluster is then no longer needed)."""
+    with alertmanager(folder / "alertmanager", f"{served.url}/alerts") as am, \
+            prometheus(folder / "prometheus", running, am, hold=HOLD) as prom:
+        wait_until("Prometheus to scrape the JobManager", 60,
+                   lambda: get_json(f"{prom}/api/v1/query?query=flink_jobmanager_numRegisteredTaskManagers")
+                   ["data"]["result"])
+        provoke()
+        try:
+            run = wait_until("serve to accept an alert for the cluster", 240, lambda: next(
+                (r for r in get_json(f"{served.url}/runs") if r["incident"] == running.url), None))
+            return wait_until("serve to pull the cluster", 240,
+                              lambda: (doc := get_json(f"{served.url}/runs/{run['id']}"))["input"] and doc or
+                              doc["status"] not in ("queued", "running") and doc)
+        except TimeoutError as exc:
+            raise AssertionError(f"{exc}; firing: {firing(prom)}; alertmanager: {output_of(folder / 'alertmanager')}"
+                                 f"; serve: {output_of(served.folder / 'cwd')}") from None
+
+
+def _answers(served: Served, run_id: str) -> str:
+    """Every answer serve gives about the run, as a user or a chat bot reads them."""
+    texts = []
+    for path in ("/runs", f"/runs/{run_id}", f"/runs/{run_id}/report.md", f"/runs/{run_id}/report.html"):
+        with urllib.request.urlopen(served.url + path, timeout=10) as response:
+            texts.append(response.read().decode())
+    return "\n".join(texts)
+
+
+def nothing_leaked_nor_written_elsewhere(served: Served, run_id: str) -> None:
+    assert PLANTED not in everything_written(served.out_root)
+    assert PLANTED not in _answers(served, run_id)
+    home = served.folder / "home"
+    assert not list((served.folder / "logs-root").iterdir())
+    assert [p.name for p in (served.folder / "cwd").iterdir()] == ["out.log"]
+    elsewhere = [str(p.relative_to(home)) for p in home.rglob("*") if p.is_file()
+                 and not str(p.relative_to(home)).startswith(HOME_ALLOWED)]
+    assert elsewhere == []
+    assert PLANTED not in everything_written(home)
+
+
+def triaged(served: Served, run: dict) -> tuple[str, str, dict]:
+    """The finished run's primary finding (runbook, root cause) and the run, once nothing leaked."""
+    doc = wait_until("the triage to finish", 600, lambda: (d := get_json(f"{served.url}/runs/{run['id']}"))["status"]
+                     not in ("queued", "running") and d, 2)
+    assert doc["status"] == "done", (doc, output_of(served.folder / "cwd"))
+    primary = next(f for f in doc["report"]["findings"] if f["primary"])
+    nothing_leaked_nor_written_elsewhere(served, run["id"])
+    return primary["runbook"], primary["root_cause"]["slug"], doc

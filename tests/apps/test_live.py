@@ -1,12 +1,15 @@
 """A live incident: a real Flink standalone cluster (PyPI's distribution, one 1.x and one 2.x release, installed by
-scripts/setup-flink.sh) runs a job whose code throws on every attempt until its restarts are exhausted;
-`flink-runbooks diagnose <REST URL>` pulls the cluster, every endpoint it asks answers, and the failure is named.
-Then the cluster's HistoryServer, reading the archive the JobManager wrote, is pulled and diagnosed the same way:
-it serves no logs, so the job's exception history is what the diagnosis reads. A secret planted in the cluster's
-configuration reaches no byte written.
+scripts/setup-flink.sh) runs a job whose code throws on every attempt until its restarts are exhausted.
 
-The cluster runs from a configuration in the test's own folder, binds every port to 127.0.0.1 (ports chosen free)
-and is stopped by the test, with any JVM it leaves behind (tests/live_cluster.py)."""
+- The alert loop: Prometheus scraping Flink's reporter fires, Alertmanager posts to ``flink-runbooks serve``, which
+  pulls the cluster and triages it (tests/apps/test_live_loop.py has the other failures on the same loop).
+- ``flink-runbooks diagnose <REST URL>`` pulls the cluster, every endpoint it asks answers, and names the failure.
+- The cluster's HistoryServer, reading the archive the JobManager wrote, is pulled and diagnosed the same way: it
+  serves no logs, so the job's exception history is what the diagnosis reads.
+
+A secret planted in the cluster's configuration reaches no byte written. The cluster runs from a configuration in
+the test's own folder, binds every port to 127.0.0.1 (ports chosen free) and is stopped by the test, with any JVM it
+leaves behind (tests/live_cluster.py)."""
 from __future__ import annotations
 
 import json
@@ -14,7 +17,7 @@ import re
 import subprocess
 
 import pytest
-from live_cluster import CLI, PLANTED, RELEASES, cluster, jar
+from live_cluster import CLI, PLANTED, RELEASES, alert_loop, cluster, jar, triaged
 
 from flink_runbooks.apps.bench.flink_cluster import get_json, wait_until
 
@@ -24,8 +27,10 @@ pytestmark = [pytest.mark.live, pytest.mark.xdist_group("live")]
 JOB_ENDPOINTS = ("/jobs/{jid}", "/jobs/{jid}/exceptions?maxExceptions=20", "/jobs/{jid}/checkpoints",
                  "/jobs/{jid}/checkpoints/config", "/jobs/{jid}/config")
 CLUSTER_ENDPOINTS = ("/config", "/jobs/overview", "/jobmanager/config", "/jobmanager/logs", "/taskmanagers")
-# Checkpointing on (into the JobManager's memory), so the job's checkpoint documents exist.
-CHECKPOINTING = {"execution.checkpointing.interval": "1 s"}
+# Checkpointing on (into the JobManager's memory), so the job's checkpoint documents exist; restarts three seconds
+# apart, so Prometheus sees them.
+OPTIONS = {"execution.checkpointing.interval": "1 s", "restart-strategy.fixed-delay.delay": "3 s"}
+FAILURE = ("restart-strategy-exhausted", "same-fault-every-attempt")
 
 
 def _diagnose(target: str, *options: str) -> tuple[subprocess.CompletedProcess, dict]:
@@ -46,10 +51,12 @@ def _nothing_holds_the_secret(folder, *texts: str) -> None:
 
 
 @pytest.mark.parametrize("version", RELEASES)
-def test_a_failing_job_on_a_live_cluster_is_pulled_and_diagnosed_and_so_is_its_history_server(version, tmp_path):
+def test_a_job_that_throws_on_every_attempt_alerts_and_is_triaged_pulled_and_diagnosed_from_its_history(
+        version, served, tmp_path):
     out, history = tmp_path / "pulled", tmp_path / "pulled-from-history"
-    with cluster(version, tmp_path / "cluster", taskmanagers=2, config=CHECKPOINTING) as running:
+    with cluster(version, tmp_path / "cluster", taskmanagers=2, config=OPTIONS) as running:
         job = running.submit(jar(running, "ThrowingJob"), "ThrowingJob")
+        alerted = alert_loop(served, tmp_path, running)
         wait_until("the job to fail", 180, lambda: running.job_state(job) == "FAILED", 1)
         run, doc = _diagnose(running.url, "--pull-dir", str(out))
         with running.history_server() as history_url:
@@ -60,10 +67,12 @@ def test_a_failing_job_on_a_live_cluster_is_pulled_and_diagnosed_and_so_is_its_h
         assert pull.returncode == 0, pull.stderr
         history_run, history_doc = _diagnose(str(history))
 
+    runbook, cause, triage = triaged(served, alerted)
+    assert (runbook, cause) == FAILURE, triage["headline"]
+
     assert doc["flink_version"] == version
     primary = _primary(doc)
-    assert (primary["runbook"], primary["root_cause"]["slug"]) == ("restart-strategy-exhausted",
-                                                                    "same-fault-every-attempt")
+    assert (primary["runbook"], primary["root_cause"]["slug"]) == FAILURE
     assert "order 300 has no customer" in primary["summary"]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["source"] == running.url and manifest["partial"] is False and manifest["jobs"] == [job]
@@ -75,8 +84,9 @@ def test_a_failing_job_on_a_live_cluster_is_pulled_and_diagnosed_and_so_is_its_h
     assert {path: answered.get(path) for path in asked} == {path: 200 for path in asked}
     logs = [r for r in manifest["requests"] if re.search(r"/logs/[^/]+$", r["path"])]
     assert logs and all(r["status"] == 200 and "error" not in r for r in logs)
-    assert any(p.startswith("log/jobmanager/") for p in manifest["logs"])
-    assert any(p.startswith("log/taskmanager-") for p in manifest["logs"])
+    # The processes share a log folder here, and each serves all of it: the TaskManagers' logs come with the
+    # JobManager's, each pulled once.
+    assert any("standalonesession" in p for p in manifest["logs"]) and any("taskexecutor" in p for p in manifest["logs"])
     assert "order 300 has no customer" in (out / "rest" / "jobs" / job / "exceptions.json").read_text()
     _nothing_holds_the_secret(out, run.stdout, run.stderr)
 
@@ -85,6 +95,5 @@ def test_a_failing_job_on_a_live_cluster_is_pulled_and_diagnosed_and_so_is_its_h
     assert f"log/exception-history/{job}.log" in history_manifest["logs"]
     assert "order 300 has no customer" in (history / "log" / "exception-history" / f"{job}.log").read_text()
     primary = _primary(history_doc)
-    assert (primary["runbook"], primary["root_cause"]["slug"]) == ("restart-strategy-exhausted",
-                                                                    "same-fault-every-attempt")
+    assert (primary["runbook"], primary["root_cause"]["slug"]) == FAILURE
     _nothing_holds_the_secret(history, history_run.stdout, history_run.stderr, pull.stdout, pull.stderr)
