@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
-import os
 import pathlib
 import tempfile
 import json
@@ -15,6 +14,8 @@ import urllib.parse
 from typing import Iterator
 
 from corpus import ROOT
+
+from flink_runbooks.apps.bench.flink_cluster import processes_marked  # noqa: F401 - shared by the tests
 
 CHROMIUM = "/usr/bin/chromium"
 # Without the background-networking flags Chromium tries to reach Google's hosts, which a closed network refuses.
@@ -60,17 +61,18 @@ def chromium(prefix: str = "browser-"):
             context.close()
 
 
-def processes_marked(marker: str) -> list[int]:
-    """Processes other than this one whose environment carries ``marker``: what a run started and left running."""
-    found = []
-    for proc in pathlib.Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            try:
-                if marker.encode() in (proc / "environ").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                pass
-    return found
+def everything_written(root: pathlib.Path) -> str:
+    """Every byte under ``root`` as text, the saved incidents' Parquet decoded too (compressed bytes hide text)."""
+    import pyarrow.parquet as pq
+
+    texts = []
+    for path in sorted(root.rglob("*")):
+        texts.append(str(path))
+        if path.is_file():
+            texts.append(path.read_bytes().decode("utf-8", "replace"))
+            if path.suffix == ".parquet":
+                texts.append(json.dumps(pq.read_table(path).to_pylist(), default=str))
+    return "\n".join(texts)
 
 
 # -- a cluster that answers as a real Flink 1.20.3 did (tests/collect/rest_responses/README.md) -----------------------

@@ -77,7 +77,20 @@ def test_the_prometheus_operator_resource_holds_the_same_rules():
     assert doc["spec"] == yaml.safe_load(render(site_url=SITE))
 
 
-@pytest.mark.parametrize("args", [["--format", "yaml"], ["--checkpoint-timeout-ms", "soon"]])
+def test_for_makes_every_rule_fire_after_the_same_hold_and_prometheus_accepts_it(tmp_path):
+    run = subprocess.run([sys.executable, "-m", "flink_runbooks.apps.cli", "alert-rules", "--for", "5s"],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    held = {rule["alert"]: rule["for"] for rule in yaml.safe_load(run.stdout)["groups"][0]["rules"]}
+    assert held == {r.alert: "5s" for r in rules()}
+    (tmp_path / "held.rules.yml").write_text(run.stdout)
+    check = subprocess.run([PROMTOOL, "check", "rules", str(tmp_path / "held.rules.yml")], capture_output=True,
+                           text=True, timeout=60)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+@pytest.mark.parametrize("args", [["--format", "yaml"], ["--checkpoint-timeout-ms", "soon"], ["--for", "5"],
+                                  ["--for", "soon"]])
 def test_a_bad_option_is_one_line_and_exit_2(args):
     run = subprocess.run([sys.executable, "-m", "flink_runbooks.apps.cli", "alert-rules", *args], capture_output=True,
                          text=True, timeout=60)

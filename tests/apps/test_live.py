@@ -1,138 +1,99 @@
 """A live incident: a real Flink standalone cluster (PyPI's distribution, one 1.x and one 2.x release, installed by
-scripts/setup-flink.sh) runs a job whose code throws on every attempt until its restarts are exhausted;
-`flink-runbooks diagnose <REST URL>` pulls the cluster and names the failure. A secret planted in the cluster's
-configuration reaches no byte written.
+scripts/setup-flink.sh) runs a job whose code throws on every attempt until its restarts are exhausted.
 
-The cluster runs from a configuration in the test's own folder, binds every port to 127.0.0.1 (ports chosen free)
-and is stopped by the test, with any JVM it leaves behind."""
+- The alert loop: Prometheus scraping Flink's reporter fires, Alertmanager posts to ``flink-runbooks serve``, which
+  pulls the cluster and triages it (tests/apps/test_live_loop.py has the other failures on the same loop).
+- ``flink-runbooks diagnose <REST URL>`` pulls the cluster, every endpoint it asks answers, and names the failure.
+- The cluster's HistoryServer, reading the archive the JobManager wrote, is pulled and diagnosed the same way: it
+  serves no logs, so the job's exception history is what the diagnosis reads.
+
+A secret planted in the cluster's configuration reaches no byte written. The cluster runs from a configuration in
+the test's own folder, binds every port to 127.0.0.1 (ports chosen free) and is stopped by the test, with any JVM it
+leaves behind (tests/live_cluster.py)."""
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
-import socket
+import re
 import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
-from corpus import ROOT
-from support import processes_marked
+from live_cluster import CLI, PLANTED, RELEASES, alert_loop, cluster, jar, triaged
+
+from flink_runbooks.apps.bench.flink_cluster import get_json, wait_until
 
 pytestmark = [pytest.mark.live, pytest.mark.xdist_group("live")]
 
-RELEASES = ("1.20.3", "2.3.0")
-JOB_SOURCE = ROOT / "tests" / "apps" / "live_jobs" / "ThrowingJob.java"
-# Flink masks keys that say "secret" or "password" itself; an access key it prints as it is.
-PLANTED = "AKIAPLANTEDLIVE7F3A0001"
-CLI = [sys.executable, "-m", "flink_runbooks.apps.cli"]
+# What the pull asks of a JobManager (besides /config and /jobs/overview), per job and per TaskManager.
+JOB_ENDPOINTS = ("/jobs/{jid}", "/jobs/{jid}/exceptions?maxExceptions=20", "/jobs/{jid}/checkpoints",
+                 "/jobs/{jid}/checkpoints/config", "/jobs/{jid}/config")
+CLUSTER_ENDPOINTS = ("/config", "/jobs/overview", "/jobmanager/config", "/jobmanager/logs", "/taskmanagers")
+# Checkpointing on (into the JobManager's memory), so the job's checkpoint documents exist; restarts three seconds
+# apart, so Prometheus sees them.
+OPTIONS = {"execution.checkpointing.interval": "1 s", "restart-strategy.fixed-delay.delay": "3 s"}
+FAILURE = ("restart-strategy-exhausted", "same-fault-every-attempt")
 
 
-def _free_port() -> int:
-    with contextlib.closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _diagnose(target: str, *options: str) -> tuple[subprocess.CompletedProcess, dict]:
+    run = subprocess.run(CLI + ["diagnose", target, "--format", "json", *options], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 1, run.stderr
+    return run, json.loads(run.stdout)
 
 
-def _get(url: str):
-    with urllib.request.urlopen(url, timeout=5) as response:
-        return json.loads(response.read())
+def _primary(doc: dict) -> dict:
+    return next(f for f in doc["findings"] if f["primary"])
 
 
-def _wait(what: str, seconds: float, condition):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError, ValueError):
-            if condition():
-                return
-        time.sleep(1)
-    raise AssertionError(f"timed out after {seconds:g} s waiting for {what}")
-
-
-@contextlib.contextmanager
-def flink_cluster(version: str, folder):
-    """A standalone session cluster of ``version`` with one TaskManager; yields its REST URL."""
-    home = ROOT / "build" / "flink" / version / "pyflink"
-    assert (home / "bin" / "start-cluster.sh").is_file(), \
-        f"Flink {version} is not installed: run scripts/setup-flink.sh {version} (make test does)"
-    conf, log, tmp = folder / "conf", folder / "log", folder / "tmp"
-    for d in (conf, log, tmp):
-        d.mkdir(parents=True)
-    for f in home.joinpath("conf").glob("log4j*.properties"):
-        (conf / f.name).write_text(f.read_text())
-    java_opts = next(line.split("all:", 1)[1].strip() for line in (home / "conf" / "config.yaml").read_text().splitlines()
-                     if line.strip().startswith("all:"))
-    rest_port, rpc_port = _free_port(), _free_port()
-    marker = f"FLINK_RUNBOOKS_LIVE_{os.getpid()}_{rest_port}"
-    (conf / "config.yaml").write_text(f"""\
-env.java.opts.all: {java_opts}
-env.log.dir: {log}
-jobmanager.bind-host: 127.0.0.1
-jobmanager.rpc.address: 127.0.0.1
-jobmanager.rpc.port: {rpc_port}
-jobmanager.memory.process.size: 1024m
-taskmanager.bind-host: 127.0.0.1
-taskmanager.host: 127.0.0.1
-taskmanager.numberOfTaskSlots: 1
-taskmanager.memory.process.size: 1024m
-rest.address: 127.0.0.1
-rest.bind-address: 127.0.0.1
-rest.port: {rest_port}
-io.tmp.dirs: {tmp}
-restart-strategy.type: fixed-delay
-restart-strategy.fixed-delay.attempts: 2
-restart-strategy.fixed-delay.delay: 1 s
-s3.access-key: {PLANTED}
-""")
-    (conf / "masters").write_text(f"127.0.0.1:{rest_port}\n")
-    (conf / "workers").write_text("127.0.0.1\n")
-    env = {**os.environ, "FLINK_CONF_DIR": str(conf), marker: "1"}
-    url = f"http://127.0.0.1:{rest_port}"
-    try:
-        subprocess.run([str(home / "bin" / "start-cluster.sh")], env=env, cwd=folder, check=True,
-                       capture_output=True, timeout=120)
-        _wait("the JobManager with one TaskManager", 120, lambda: _get(f"{url}/overview")["taskmanagers"] == 1)
-        yield url, home, env
-    finally:
-        subprocess.run([str(home / "bin" / "stop-cluster.sh")], env=env, cwd=folder, capture_output=True, timeout=120)
-        for pid in processes_marked(marker):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _job_jar(home, folder) -> str:
-    classes = folder / "classes"
-    classes.mkdir()
-    subprocess.run(["javac", "-nowarn", "-d", str(classes), "-cp", f"{home}/lib/*", str(JOB_SOURCE)], check=True,
-                   capture_output=True, timeout=180)
-    jar = folder / "job.jar"
-    subprocess.run(["jar", "cf", str(jar), "-C", str(classes), "."], check=True, capture_output=True, timeout=60)
-    return str(jar)
+def _nothing_holds_the_secret(folder, *texts: str) -> None:
+    written = [p for p in folder.rglob("*") if p.is_file()]
+    assert not [str(p) for p in written if PLANTED in p.read_text(errors="replace")]
+    assert not [t for t in texts if PLANTED in t]
 
 
 @pytest.mark.parametrize("version", RELEASES)
-def test_a_failing_job_on_a_live_cluster_is_pulled_and_diagnosed(version, tmp_path):
-    with flink_cluster(version, tmp_path / "cluster") as (url, home, env):
-        jar = _job_jar(home, tmp_path)
-        subprocess.run([str(home / "bin" / "flink"), "run", "-d", "-c", "ThrowingJob", jar], env=env, check=True,
-                       capture_output=True, timeout=180)
-        _wait("the job to fail", 180, lambda: any(j["state"] == "FAILED" for j in _get(f"{url}/jobs/overview")["jobs"]))
-        out = tmp_path / "pulled"
-        run = subprocess.run(CLI + ["diagnose", url, "--format", "json", "--pull-dir", str(out)],
-                             capture_output=True, text=True, timeout=300)
-    assert run.returncode == 1, run.stderr
-    doc = json.loads(run.stdout)
+def test_a_job_that_throws_on_every_attempt_alerts_and_is_triaged_pulled_and_diagnosed_from_its_history(
+        version, served, tmp_path):
+    out, history = tmp_path / "pulled", tmp_path / "pulled-from-history"
+    with cluster(version, tmp_path / "cluster", taskmanagers=2, config=OPTIONS) as running:
+        job = running.submit(jar(running, "ThrowingJob"), "ThrowingJob")
+        alerted = alert_loop(served, tmp_path, running)
+        wait_until("the job to fail", 180, lambda: running.job_state(job) == "FAILED", 1)
+        run, doc = _diagnose(running.url, "--pull-dir", str(out))
+        with running.history_server() as history_url:
+            wait_until("the HistoryServer to list the job", 120,
+                       lambda: [j for j in get_json(f"{history_url}/jobs/overview")["jobs"] if j["jid"] == job])
+            pull = subprocess.run(CLI + ["pull", history_url, "--out", str(history)], capture_output=True, text=True,
+                                  timeout=300)
+        assert pull.returncode == 0, pull.stderr
+        history_run, history_doc = _diagnose(str(history))
+
+    runbook, cause, triage = triaged(served, alerted)
+    assert (runbook, cause) == FAILURE, triage["headline"]
+
     assert doc["flink_version"] == version
-    primary = next(f for f in doc["findings"] if f["primary"])
-    assert (primary["runbook"], primary["root_cause"]["slug"]) == ("restart-strategy-exhausted",
-                                                                    "same-fault-every-attempt")
+    primary = _primary(doc)
+    assert (primary["runbook"], primary["root_cause"]["slug"]) == FAILURE
     assert "order 300 has no customer" in primary["summary"]
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["source"] == url and manifest["partial"] is False and len(manifest["jobs"]) == 1
-    exceptions = out / "rest" / "jobs" / manifest["jobs"][0] / "exceptions.json"
-    assert "order 300 has no customer" in exceptions.read_text()
-    written = [p for p in out.rglob("*") if p.is_file()]
-    assert not [str(p) for p in written if PLANTED in p.read_text(errors="replace")]
-    assert PLANTED not in run.stdout + run.stderr
+    assert manifest["source"] == running.url and manifest["partial"] is False and manifest["jobs"] == [job]
+    answered = {r["path"]: r["status"] for r in manifest["requests"]}
+    managers = json.loads((out / "rest" / "taskmanagers.json").read_text())["taskmanagers"]
+    assert len(managers) == 2
+    asked = [*CLUSTER_ENDPOINTS, *(p.format(jid=job) for p in JOB_ENDPOINTS),
+             *(f"/taskmanagers/{tm['id']}{part}" for tm in managers for part in ("", "/logs"))]
+    assert {path: answered.get(path) for path in asked} == {path: 200 for path in asked}
+    logs = [r for r in manifest["requests"] if re.search(r"/logs/[^/]+$", r["path"])]
+    assert logs and all(r["status"] == 200 and "error" not in r for r in logs)
+    # The processes share a log folder here, and each serves all of it: the TaskManagers' logs come with the
+    # JobManager's, each pulled once.
+    assert any("standalonesession" in p for p in manifest["logs"]) and any("taskexecutor" in p for p in manifest["logs"])
+    assert "order 300 has no customer" in (out / "rest" / "jobs" / job / "exceptions.json").read_text()
+    _nothing_holds_the_secret(out, run.stdout, run.stderr)
+
+    history_manifest = json.loads((history / "manifest.json").read_text())
+    assert history_manifest["jobs"] == [job] and history_manifest["flink_version"] == version
+    assert f"log/exception-history/{job}.log" in history_manifest["logs"]
+    assert "order 300 has no customer" in (history / "log" / "exception-history" / f"{job}.log").read_text()
+    primary = _primary(history_doc)
+    assert (primary["runbook"], primary["root_cause"]["slug"]) == FAILURE
+    _nothing_holds_the_secret(history, history_run.stdout, history_run.stderr, pull.stdout, pull.stderr)

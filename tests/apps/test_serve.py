@@ -16,7 +16,7 @@ import types
 import pytest
 from fastapi.testclient import TestClient
 
-from support import processes_marked
+from support import everything_written, processes_marked
 from corpus import example
 from flink_runbooks.apps import serve
 from flink_runbooks.apps import triage as triage_module
@@ -44,20 +44,6 @@ def _plant_outside(directory: pathlib.Path) -> pathlib.Path:
 def _swap_for_link(folder: pathlib.Path, target: pathlib.Path) -> None:
     folder.rename(folder.with_name(folder.name + "-moved-away"))
     folder.symlink_to(target, target_is_directory=True)
-
-
-def _everything_written(root: pathlib.Path) -> str:
-    """Every byte under ``root`` as text, the saved incidents' Parquet decoded too (compressed bytes hide text)."""
-    import pyarrow.parquet as pq
-
-    texts = []
-    for path in sorted(root.rglob("*")):
-        texts.append(str(path))
-        if path.is_file():
-            texts.append(path.read_bytes().decode("utf-8", "replace"))
-            if path.suffix == ".parquet":
-                texts.append(json.dumps(pq.read_table(path).to_pylist(), default=str))
-    return "\n".join(texts)
 
 
 def _wait(client: TestClient, run_id: str, until=lambda doc: doc["status"] not in ("queued", "running"),
@@ -160,7 +146,7 @@ def test_a_folder_swapped_for_a_link_after_the_check_reads_nothing_outside_the_r
                    and p.name != "expected.json")
     assert read == [str(snapshot / name) for name in names], read
     listing = client.get("/runs").text
-    for text in (json.dumps(run), listing, _everything_written(out_root)):
+    for text in (json.dumps(run), listing, everything_written(out_root)):
         assert PLANTED_NAME not in text and PLANTED_TEXT not in text
     assert run["incident"] == str(logs_root.resolve() / "orders")
     assert not pathlib.Path(run["out"], serve.SNAPSHOT_DIR).exists(), "the raw logs' snapshot is removed after"
@@ -216,7 +202,7 @@ def test_the_snapshot_follows_links_only_inside_the_root_and_takes_each_file_onc
     files = {str(p.relative_to(dest)): p.read_text() for p in dest.rglob("*") if p.is_file()}
     assert files.keys() in ({"jobmanager.log", "sub/common.log"}, {"again.log", "sub/common.log"})
     assert files["sub/common.log"] == "common\n"
-    assert PLANTED_TEXT not in _everything_written(tmp_path / "run")
+    assert PLANTED_TEXT not in everything_written(tmp_path / "run")
     assert not any(p.is_symlink() for p in dest.rglob("*"))
     assert any(w.startswith("taskmanager.log links outside the logs root") for w in snap.warnings), snap.warnings
     assert any(w.startswith("nested links outside the logs root") for w in snap.warnings), snap.warnings
@@ -428,3 +414,36 @@ def test_a_pulled_cluster_is_triaged_with_a_headline_and_a_report_to_link_to(tmp
     assert "restart-strategy-exhausted" in report.text
     written = [p for p in out_root.rglob("*") if p.is_file()]
     assert not [str(p) for p in written if PLANTED in p.read_text(errors="replace")]
+
+
+def test_every_answer_about_a_run_links_its_report_as_markdown_and_as_a_page(blocking_triage, tmp_path):
+    client = TestClient(serve.create_app(str(_incidents(tmp_path / "logs", "orders")), str(tmp_path / "reports")))
+    run_id = client.post("/alerts", json=_alert("orders")).json()["run"]
+    links = {"report_md": f"/runs/{run_id}/report.md", "report_html": f"/runs/{run_id}/report.html"}
+    assert client.get(f"/runs/{run_id}").json().items() >= links.items()
+    assert client.get(f"/runs/{run_id}/report.html").status_code == 404  # not before the triage is done
+    repeat = client.post("/alerts", json=_alert("orders")).json()
+    assert repeat.items() >= links.items()
+    blocking_triage.release_all()
+    _wait(client, run_id)
+    assert client.get(f"/runs/{run_id}/runbooks/..%2F.runs.html").status_code == 404
+
+
+@pytest.mark.notebook
+def test_the_report_page_shows_markup_from_a_log_as_text(tmp_path):
+    """A log line carrying a script tag: the page shows it as text, and the page forbids every script anyway."""
+    logs_root = tmp_path / "logs"
+    shutil.copytree(example("restart-strategy-exhausted", "same-fault-every-attempt"), logs_root / "orders")
+    for log in (logs_root / "orders" / "log").iterdir():
+        log.write_text(log.read_text().replace("Simulated failure:", "Simulated failure <script>alert('x')</script>:"))
+    client = TestClient(serve.create_app(str(logs_root), str(tmp_path / "reports"), jobs=1))
+    run_id = client.post("/alerts", json=_alert("orders")).json()["run"]
+    run = _wait(client, run_id, deadline_s=600)
+    assert run["status"] == "done", run
+    page = client.get(run["report_html"])
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "script-src 'none'" in page.headers["content-security-policy"]
+    assert "&lt;script&gt;alert('x')&lt;/script&gt;" in page.text and "<script" not in page.text
+    assert "<h2>Primary: " in page.text  # the report's structure is markup: headings, code, the table of runbooks
+    linked = [line.split('href="', 1)[1].split('"', 1)[0] for line in page.text.splitlines() if 'href="runbooks/' in line]
+    assert linked and all(client.get(f"/runs/{run_id}/{href}").status_code == 200 for href in linked)

@@ -43,6 +43,11 @@ PERMISSION = f"""2024-03-01 10:11:00,000 INFO  org.apache.flink.runtime.checkpoi
 org.apache.flink.util.SerializedThrowable: org.apache.flink.runtime.checkpoint.CheckpointException: Asynchronous task checkpoint failed.
 Caused by: org.apache.flink.util.SerializedThrowable: java.nio.file.AccessDeniedException: /mnt/ckpt/{JOB}/chk-2"""
 
+# Flink 2.3.0 on a local file system whose job checkpoint folder was replaced by a file (the live tier's incident).
+FOLDER_IS_A_FILE = f"""2024-03-01 10:11:00,010 WARN  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to trigger or complete checkpoint 2 for job {JOB}. (0 consecutive failed attempts so far)
+org.apache.flink.runtime.checkpoint.CheckpointException: An Exception occurred while triggering the checkpoint. IO-problem detected.
+Caused by: java.nio.file.FileAlreadyExistsException: /mnt/ckpt/{JOB}"""
+
 
 @pytest.mark.parametrize("failure,reason,cause", [
     (EXPIRED, "Checkpoint expired before completing.", "checkpoint-expired"),
@@ -50,6 +55,8 @@ Caused by: org.apache.flink.util.SerializedThrowable: java.nio.file.AccessDenied
     (HDFS_IO, None, "storage-io-error"),
     (DECLINED, "Checkpoint was declined.", "declined"),
     (PERMISSION, "Asynchronous task checkpoint failed.", "storage-unwritable"),
+    (FOLDER_IS_A_FILE, "An Exception occurred while triggering the checkpoint. IO-problem detected.",
+     "storage-unwritable"),
 ])
 def test_each_reason_is_told_apart_by_its_evidence(failure, reason, cause):
     inc = incident_from_text(_log(failure, reason), {"execution.checkpointing.interval": "1 min"})

@@ -9,9 +9,20 @@ annotation ``flink-runbooks serve`` pulls the cluster from.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import yaml
+
+# Prometheus's duration: units from milliseconds to years, largest first (1h30m).
+DURATION = re.compile(r"^(?:\d+y)?(?:\d+w)?(?:\d+d)?(?:\d+h)?(?:\d+m)?(?:\d+s)?(?:\d+ms)?$")
+
+
+def prometheus_duration(text: str) -> str:
+    """``text`` if Prometheus reads it as a duration (``30s``, ``1h30m``, ``0s``), else ValueError."""
+    if not text or not DURATION.match(text):
+        raise ValueError(f"{text!r} is not a Prometheus duration such as 30s, 5m or 1h30m")
+    return text
 
 
 @dataclass(frozen=True)
@@ -55,8 +66,8 @@ def rules(checkpoint_timeout_ms: int = 600_000, expected_taskmanagers: int | Non
 
 
 def rule_groups(site_url: str = "", rest_url: str = "", checkpoint_timeout_ms: int = 600_000,
-                expected_taskmanagers: int | None = None) -> dict:
-    """The rules as a Prometheus rule file (``groups:``)."""
+                expected_taskmanagers: int | None = None, hold: str | None = None) -> dict:
+    """The rules as a Prometheus rule file (``groups:``); ``hold`` replaces every rule's ``for``."""
     base = site_url.rstrip("/")
     out = []
     for r in rules(checkpoint_timeout_ms, expected_taskmanagers):
@@ -65,7 +76,7 @@ def rule_groups(site_url: str = "", rest_url: str = "", checkpoint_timeout_ms: i
             annotations["runbook_url"] = f"{base}/runbooks/{r.runbook}.html"
         if rest_url:
             annotations["flink_rest_url"] = rest_url
-        out.append({"alert": r.alert, "expr": r.expr, "for": r.for_, "labels": {"severity": r.severity},
+        out.append({"alert": r.alert, "expr": r.expr, "for": hold or r.for_, "labels": {"severity": r.severity},
                     "annotations": annotations})
     return {"groups": [{"name": "flink-runbooks", "rules": out}]}
 

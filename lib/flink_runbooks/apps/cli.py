@@ -38,6 +38,16 @@ def flink_version(text: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def prometheus_duration(text: str) -> str:
+    """``alert-rules --for``: a Prometheus duration (``30s``, ``5m``, ``1h30m``); anything else is a usage error."""
+    from flink_runbooks.apps.alert_rules import prometheus_duration as checked
+
+    try:
+        return checked(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line on stderr, exit 2
         self.exit(EXIT_BAD_INPUT, f"flink-runbooks: {message} (see --help)\n")
@@ -82,6 +92,9 @@ def _parser() -> argparse.ArgumentParser:
                     help="the jobs' checkpoint timeout (default %(default)s, Flink's default)")
     ar.add_argument("--expected-taskmanagers", type=int, help="alert when fewer TaskManagers are registered "
                                                                "(default: when their number drops)")
+    ar.add_argument("--for", dest="hold", type=prometheus_duration, metavar="DURATION",
+                    help="how long every rule's condition must hold before it fires, e.g. 30s or 2m (default: each "
+                         "rule's own, 0 to 15 minutes); shorter on a staging cluster to see the alerts at once")
 
     t = sub.add_parser("triage", help="diagnose, run the matching runbook notebooks, write a report and patches")
     t.add_argument("paths", nargs="+", metavar="PATH", help="the incident's logs and config files (as for diagnose)")
@@ -217,7 +230,7 @@ def cmd_alert_rules(args) -> int:
 
     sys.stdout.write(render(args.format, site_url=args.site_url, rest_url=args.rest_url,
                             checkpoint_timeout_ms=args.checkpoint_timeout_ms,
-                            expected_taskmanagers=args.expected_taskmanagers))
+                            expected_taskmanagers=args.expected_taskmanagers, hold=args.hold))
     return EXIT_CLEAN
 
 

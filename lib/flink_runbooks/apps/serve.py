@@ -14,7 +14,9 @@ at most ``max_queued`` of them (then ``503``). Paths outside the logs root (``..
 ``403``, unknown paths ``404``, malformed payloads ``400``/``422``. A repeat of an alert whose triage is queued or
 running is acknowledged with ``200`` and that run (Alertmanager counts any other status as a failed notification and
 sends it again). A finished run's ``GET /runs/{id}`` carries a one-line ``headline`` (runbook, root cause,
-confidence) and ``GET /runs/{id}/report.md`` serves its report, so a chat bot or a pager can link to it.
+confidence) and ``GET /runs/{id}/report.md`` serves its report, ``GET /runs/{id}/report.html`` the same as a page
+(with the runbook notebooks it links to under ``/runs/{id}/runbooks/``), so a chat bot or a pager can link to it;
+every answer about a run names both links.
 
 The incident folder is opened once, when the alert is accepted, and triage reads a snapshot taken through that open
 folder (hard links, or copies on another file system) in the run's ``input/`` folder, removed when the triage ends:
@@ -104,6 +106,7 @@ class Run:
 
     def view(self) -> dict[str, Any]:
         doc = asdict(self)
+        doc.update(report_links(self.id))
         report = pathlib.Path(self.out) / "report.json"
         doc["report_path"] = str(report)
         if self.status not in UNFINISHED and report.exists():
@@ -113,6 +116,11 @@ class Run:
             except (OSError, ValueError) as exc:  # one unreadable report must not break every listing
                 doc["error"] = f"report.json cannot be read: {exc}"
         return doc
+
+
+def report_links(run_id: str) -> dict[str, str]:
+    """Where the run's report is served, as Markdown and as a page (they answer 404 until the run is done)."""
+    return {"report_md": f"/runs/{run_id}/report.md", "report_html": f"/runs/{run_id}/report.html"}
 
 
 def confidence_words(confidence: float, cause: str) -> str:
@@ -209,10 +217,12 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
     import contextlib
 
     from fastapi import FastAPI, HTTPException
-    from fastapi.responses import JSONResponse, PlainTextResponse
+    from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 
     from flink_runbooks.apps import triage as triage_module
     from flink_runbooks.parse.redact import redact_text
+    from flink_runbooks.render.markdown import markdown_page
+    from flink_runbooks.render.notebook_html import CONTENT_SECURITY_POLICY
 
     max_concurrent = default_max_concurrent() if max_concurrent is None else max_concurrent
     if max_concurrent < 1 or max_queued < 0:
@@ -363,7 +373,7 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
                     handle.close()
                 earlier = runs[busy[key]]
                 return JSONResponse({"run": earlier.id, "status": earlier.status, "repeat": True, "out": earlier.out,
-                                     "url": f"/runs/{earlier.id}"}, status_code=200)
+                                     "url": f"/runs/{earlier.id}", **report_links(earlier.id)}, status_code=200)
             if running >= max_concurrent and len(waiting) >= max_queued:
                 if handle is not None:
                     handle.close()
@@ -381,7 +391,7 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
                 waiting.append((run, handle))
                 change(run, "queued")
             answer = {"run": run_id, "status": run.status, "out": run.out, "report": f"{run.out}/report.json",
-                      "url": f"/runs/{run_id}"}
+                      "url": f"/runs/{run_id}", **report_links(run_id)}
             if run.status == "queued":
                 answer["position"] = len(waiting)
         return answer
@@ -400,15 +410,32 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
             raise HTTPException(404, f"no run {run_id!r}")
         return view(run)
 
-    @app.get("/runs/{run_id}/report.md", response_class=PlainTextResponse)
-    def report_markdown(run_id: str) -> PlainTextResponse:
+    def finished_file(run_id: str, *parts: str) -> pathlib.Path:
         run = runs.get(run_id)
         if run is None:
             raise HTTPException(404, f"no run {run_id!r}")
-        report = pathlib.Path(run.out, "report.md")
-        if run.status in UNFINISHED or not report.is_file():
-            raise HTTPException(404, f"run {run_id} has no report ({run.status})")
-        return PlainTextResponse(report.read_text(), media_type="text/markdown; charset=utf-8")
+        path = pathlib.Path(run.out, *parts)
+        if run.status in UNFINISHED or not path.is_file():
+            raise HTTPException(404, f"run {run_id} has no {'/'.join(parts)} ({run.status})")
+        return path
+
+    @app.get("/runs/{run_id}/report.md", response_class=PlainTextResponse)
+    def report_markdown(run_id: str) -> PlainTextResponse:
+        return PlainTextResponse(finished_file(run_id, "report.md").read_text(),
+                                 media_type="text/markdown; charset=utf-8")
+
+    @app.get("/runs/{run_id}/report.html", response_class=HTMLResponse)
+    def report_page(run_id: str) -> HTMLResponse:
+        page = markdown_page(finished_file(run_id, "report.md").read_text(), f"Triage report {run_id}")
+        return HTMLResponse(page, headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
+
+    @app.get("/runs/{run_id}/runbooks/{name}", response_class=HTMLResponse)
+    def runbook_page(run_id: str, name: str) -> HTMLResponse:
+        # only the pages triage wrote, by their plain names: the report links to them
+        if not re.fullmatch(r"[\w-]+\.html", name):
+            raise HTTPException(404, f"no page {name!r}")
+        page = finished_file(run_id, "runbooks", name).read_text()
+        return HTMLResponse(page, headers={"Content-Security-Policy": CONTENT_SECURITY_POLICY})
 
     @app.get("/runs")
     def list_runs() -> list[dict[str, Any]]:

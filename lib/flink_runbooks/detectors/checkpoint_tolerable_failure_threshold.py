@@ -29,6 +29,9 @@ _REASONS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("storage-unwritable", re.compile(
         r"Mkdirs failed|Permission denied|AccessDenied|Access Denied|Read-only file system|No space left|"
         r"Quota|quota exceeded|not writable|Operation not permitted|"
+        # a file where the checkpoint folder should be (Files.createDirectories names only the path; a _metadata
+        # collision says "File already exists" and is finalize's): every later checkpoint fails the same way
+        r"NotDirectoryException|Not a directory|FileAlreadyExistsException: (?!File already exists)(?!\S*/_metadata)|"
         # HDFS with no datanode up, or every running one refused (full): a broken store, not a flaky one
         r"There are 0 datanode\(s\) running|datanode\(s\) running and no node\(s\) are excluded", re.I)),
     ("finalize-failure", re.compile(r"Failure to finalize checkpoint|_metadata already exists")),

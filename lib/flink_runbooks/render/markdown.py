@@ -1,4 +1,5 @@
-"""Triage's ``report.md``: the diagnosis, the patch files and the runbooks executed, as Markdown.
+"""Triage's ``report.md``: the diagnosis, the patch files and the runbooks executed, as Markdown; and that Markdown
+as an HTML page (``serve``'s ``/runs/<id>/report.html``).
 
 Our own words are prose; everything that came from the incident (log text, file names, messages, config keys and
 values, summaries that quote them) is set in a code span or a fenced block that its content cannot close, so no
@@ -7,12 +8,14 @@ characters are shown as escapes (:func:`~flink_runbooks.render.terminal.printabl
 """
 from __future__ import annotations
 
+import html
 import os
 import pathlib
 import re
 from typing import TYPE_CHECKING
 
 from flink_runbooks.parse.redact import redact_text
+from flink_runbooks.render.notebook_html import CONTENT_SECURITY_POLICY
 from flink_runbooks.render.terminal import printable
 
 if TYPE_CHECKING:
@@ -85,3 +88,22 @@ def render_markdown(report: "TriageReport") -> str:
         if failed:
             lines += ["", "Errors:", ""] + [f"- {code_span(r.runbook)}: {code_span(r.error)}" for r in failed]
     return "\n".join(lines) + "\n"
+
+
+PAGE_STYLE = ("body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto; padding: 0 1rem; "
+              "line-height: 1.45 } pre { background: #f4f4f4; padding: .6rem; overflow-x: auto; white-space: pre-wrap } "
+              "code { background: #f4f4f4 } table { border-collapse: collapse } td, th { border: 1px solid #ccc; "
+              "padding: .2rem .5rem }")
+
+
+def markdown_page(markdown: str, title: str = "Triage report") -> str:
+    """A report written by :func:`render_markdown` as a standalone HTML page. What came from the incident is in
+    code spans and fenced blocks, which become escaped ``<code>`` and ``<pre>``; raw HTML anywhere in the text is
+    escaped too, links to ``javascript:`` and the like are dropped, and the page's Content-Security-Policy forbids
+    every script, so nothing read from a log runs."""
+    import mistune
+
+    body = mistune.create_markdown(escape=True, plugins=["table"])(markdown)
+    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">\n'
+            f'<meta http-equiv="Content-Security-Policy" content="{html.escape(CONTENT_SECURITY_POLICY)}">\n'
+            f"<title>{html.escape(title)}</title><style>{PAGE_STYLE}</style></head>\n<body>\n{body}</body></html>\n")

@@ -1,5 +1,7 @@
 """What a person waits for, besides the big bundles: a pasted stack trace, triage of an incident that matches
-several runbooks, the site build and the two test tiers. Each is timed in a fresh process, as a user runs it."""
+several runbooks, the site build, pulling and diagnosing a live cluster and the two test tiers. Each is timed in a
+fresh process, as a user runs it. ``python -m flink_runbooks.apps.bench.waits live`` (or ``paste``, ``triage``,
+``site``) times those alone and prints their rows."""
 from __future__ import annotations
 
 import json
@@ -69,6 +71,41 @@ def site_build(work: pathlib.Path) -> dict:
     return {"what": f"the site build ({pages} runbooks)", "seconds": seconds, "note": f"{pages} pages"}
 
 
+LIVE_RELEASE = "2.3.0"
+LIVE_TASKMANAGERS = 2
+
+
+def live_cluster(work: pathlib.Path, say=print) -> dict:
+    """``diagnose URL`` of a standalone cluster (a JobManager and two TaskManagers on this machine) whose job failed:
+    the pull of its REST documents and of every log it serves, then the diagnosis, in one fresh process."""
+    from flink_runbooks.apps.bench.flink_cluster import (THROWING_JOB, flink_home, job_jar, standalone_cluster,
+                                                         wait_until)
+
+    what = f"pull and diagnose of a live cluster (a JobManager, {LIVE_TASKMANAGERS} TaskManagers)"
+    home = flink_home(LIVE_RELEASE)
+    if home is None:
+        note = f"skipped: Flink {LIVE_RELEASE} is not installed (scripts/setup-flink.sh {LIVE_RELEASE} installs it)"
+        say(f"[waits] {note}")
+        return {"what": what, "seconds": None, "note": note}
+    folder = pathlib.Path(tempfile.mkdtemp(prefix="bench-live-", dir=work))
+    restarts = {"restart-strategy.type": "fixed-delay", "restart-strategy.fixed-delay.attempts": 2,
+                "restart-strategy.fixed-delay.delay": "1 s"}
+    try:
+        with standalone_cluster(home, folder / "cluster", taskmanagers=LIVE_TASKMANAGERS, config=restarts) as cluster:
+            job = cluster.submit(job_jar(home, THROWING_JOB, folder), "ThrowingJob")
+            wait_until("the job to fail", 180, lambda: cluster.job_state(job) == "FAILED", 1)
+            pulled = folder / "pulled"
+            seconds, proc = _timed([sys.executable, "-m", "flink_runbooks", "diagnose", cluster.url, "--format", "json",
+                                    "--pull-dir", str(pulled)])
+        files = [p for p in pulled.rglob("*") if p.is_file()]
+        size = sum(p.stat().st_size for p in files)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    primary = next((f["runbook"] for f in json.loads(proc.stdout)["findings"] if f["primary"]), None)
+    return {"what": what, "seconds": seconds,
+            "note": f"Flink {LIVE_RELEASE}, {len(files)} files ({size / 2**20:.1f} MiB) pulled; primary: {primary}"}
+
+
 def test_tier(target: str) -> dict:
     """``make test-fast`` or ``make test`` as a developer runs it (the Makefile's markers and workers)."""
     seconds, proc = _timed(["make", target], ok=(0, 2))  # 2: tests failed, which the note shows
@@ -78,15 +115,17 @@ def test_tier(target: str) -> dict:
 
 def run_waits(work: pathlib.Path, with_tests: bool, say=print) -> list[dict]:
     work.mkdir(parents=True, exist_ok=True)
-    steps = [("pasted trace", lambda: pasted_trace(work)), ("triage", lambda: triage_five(work)),
-             ("site", lambda: site_build(work))]
-    if with_tests:
-        steps += [("make test-fast", lambda: test_tier("test-fast")), ("make test", lambda: test_tier("test"))]
-    rows = []
-    for label, step in steps:
-        say(f"[waits] {label} ...")
-        rows.append(step())
-    return rows
+    steps = [(name, step) for name, step in STEPS.items() if with_tests or not name.startswith("make ")]
+    return [_run_step(label, step, work, say) for label, step in steps]
+
+
+STEPS = {"paste": pasted_trace, "triage": triage_five, "site": site_build, "live": live_cluster,
+         "make test-fast": lambda _work: test_tier("test-fast"), "make test": lambda _work: test_tier("test")}
+
+
+def _run_step(label: str, step, work: pathlib.Path, say) -> dict:
+    say(f"[waits] {label} ...")
+    return step(work)
 
 
 def markdown(rows: list[dict]) -> str:
@@ -95,5 +134,16 @@ def markdown(rows: list[dict]) -> str:
     for r in rows:
         grep = f"{r['grep_s']:.2f} s" if "grep_s" in r else "–"
         python = f"{r['python_s']:.2f} s" if "python_s" in r else "–"
-        lines.append(f"| {r['what']} | {r['seconds']:.1f} s | {grep} | {python} | {r['note']} |")
+        seconds = "–" if r["seconds"] is None else f"{r['seconds']:.1f} s"
+        lines.append(f"| {r['what']} | {seconds} | {grep} | {python} | {r['note']} |")
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    names = sys.argv[1:] or ["live"]
+    unknown = [n for n in names if n not in STEPS]
+    if unknown:
+        raise SystemExit(f"unknown step(s) {', '.join(unknown)}; steps: {', '.join(STEPS)}")
+    out = pathlib.Path(__file__).resolve().parents[4] / "build" / "bench" / "waits"
+    out.mkdir(parents=True, exist_ok=True)
+    print(markdown([_run_step(name, STEPS[name], out, print) for name in names]), end="")
