@@ -42,10 +42,12 @@ def test_a_pull_is_an_incident_bundle_with_a_manifest(cluster, tmp_path):
     # the effective configuration as a file the parser reads, named as the release reads it
     conf = (bundle / "flink-conf.yaml").read_text()
     assert "rest.port: 18081" in conf and "s3.secret-key: ******" in conf
-    # the JobManager and the TaskManager serve the same shared log folder: each file is pulled once
-    logs = sorted(p.name for p in (bundle / "log").rglob("*") if p.is_file())
-    assert logs == sorted(["flink--client-vm.log", "flink--standalonesession-0-vm.log", "flink--taskexecutor-0-vm.log",
-                           "flink--taskexecutor-0-vm.out", "flink--standalonesession-0-vm.out"])
+    # the JobManager and the TaskManager serve the same shared log folder: each file is pulled once, into log/shared/
+    # rather than under a process it may not belong to
+    logs = sorted(str(p.relative_to(bundle / "log")) for p in (bundle / "log").rglob("*") if p.is_file())
+    assert logs == sorted(f"shared/{name}" for name in (
+        "flink--client-vm.log", "flink--standalonesession-0-vm.log", "flink--taskexecutor-0-vm.log",
+        "flink--taskexecutor-0-vm.out", "flink--standalonesession-0-vm.out"))
 
 
 def test_no_secret_of_the_cluster_reaches_the_bundle(cluster, tmp_path):

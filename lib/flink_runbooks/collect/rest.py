@@ -10,7 +10,8 @@ The bundle (``pull(url, out)``):
   ``key: value`` lines, so the configuration parser reads it like a file;
 - ``rest/``: the REST documents as JSON (``/config``, ``/jobs/overview``, per job its details, exception history,
   checkpoints and configuration, per TaskManager its details);
-- ``log/jobmanager/`` and ``log/taskmanager-<id>/``: the log files the cluster serves, under their own names;
+- ``log/jobmanager/`` and ``log/taskmanager-<id>/``: the log files the cluster serves, under their own names; a file
+  that several processes serve (a log folder they share) once, in ``log/shared/``;
 - ``log/taskmanager-<id>/thread-dump.txt``: when a subtask is CANCELING, the thread dump of the TaskManager hosting
   it (``/jobs/:jobid/vertices/:vertexid`` names it), in jstack's form.
 
@@ -28,6 +29,7 @@ JobManager and TaskManagers since 1.11, ``/taskmanagers/:taskmanagerid/thread-du
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import datetime
 import json
@@ -260,6 +262,8 @@ class PullReport:
     partial: bool = False
     # TaskManagers hosting a subtask that hangs in cancellation: their thread dumps are pulled
     cancelling: set[str] = field(default_factory=set)
+    # log files the JobManager served (wherever they are written: a shared log folder's files go to log/shared/)
+    jobmanager_logs: list[str] = field(default_factory=list)
 
 
 def pull(url: str, out: str | os.PathLike, *, job: str | None = None, timeout: float = REQUEST_TIMEOUT_S,
@@ -294,7 +298,7 @@ def pull(url: str, out: str | os.PathLike, *, job: str | None = None, timeout: f
     except PullError as exc:
         report.partial = True
         report.warnings.append(f"the pull stopped early, the bundle is partial: {exc}")
-    if not any(path.startswith("log/jobmanager/") for path in report.logs):
+    if not report.jobmanager_logs:
         # A HistoryServer, or a JobManager whose logs cannot be read: the exception history is what is left of them.
         for jid in report.jobs:
             derived = _exception_history_log(root, jid)
@@ -490,45 +494,37 @@ def _exception_history_log(root: pathlib.Path, jid: str) -> str | None:
     return str(dest.relative_to(root))
 
 
-def _pull_logs(client: RestClient, root: pathlib.Path, cap: int, report: PullReport, say) -> None:
-    # Processes on one host often share a log directory, and each serves all of it: a file already pulled (same name
-    # and size) is not pulled again.
-    pulled: set[tuple[str, int]] = set()
+# Processes on one host often share a log directory, and each of them serves all of it: a file that more than one
+# process serves is pulled once, into this folder, rather than under a process it may not belong to (a killed
+# TaskManager's log is served by its peers).
+SHARED_LOG_FOLDER = "shared"
 
-    def fetch(listing: str, prefix: str, folder: pathlib.Path) -> None:
+
+def _pull_logs(client: RestClient, root: pathlib.Path, cap: int, report: PullReport, say) -> None:
+    listings: list[tuple[str, pathlib.Path, list[tuple[str, int]]]] = []
+
+    def listed(listing: str, folder: pathlib.Path) -> None:
         try:
             files = (client.get_json(listing) or {}).get("logs", [])
         except PullError as exc:
             report.warnings.append(f"{exc} (its logs are not in the bundle)")
             return
-        for entry in files:
-            name, size = str(entry.get("name", "")), int(entry.get("size") or 0)
-            if not re.fullmatch(r"[\w.@+-]+", name) or not re.search(r"\.(?:log|out)(?:\.\d+)?$", name):
-                continue  # GC logs, profiler output and names that are not plain file names
-            if (name, size) in pulled:
-                continue
-            pulled.add((name, size))
-            dest = folder / name
-            try:
-                total, cut = client.get_to_file(f"{prefix}/{urllib.parse.quote(name)}", dest, cap)
-            except PullError as exc:
-                report.warnings.append(f"{exc} (this log is not in the bundle)")
-                continue
-            report.logs.append(str(dest.relative_to(root)))
-            if cut:
-                report.warnings.append(f"{dest.relative_to(root)}: {total / (1 << 20):,.1f} MiB, only the newest "
-                                       f"{cap >> 20} MiB kept")
+        names = [(str(e.get("name", "")), int(e.get("size") or 0)) for e in files if isinstance(e, dict)]
+        # GC logs, profiler output and names that are not plain file names are left out
+        listings.append((listing, folder, [(n, s) for n, s in names if re.fullmatch(r"[\w.@+-]+", n)
+                                           and re.search(r"\.(?:log|out)(?:\.\d+)?$", n)]))
 
     say("JobManager logs")
-    fetch("/jobmanager/logs", "/jobmanager/logs", root / "log" / "jobmanager")
+    listed("/jobmanager/logs", root / "log" / "jobmanager")
     try:
         managers = client.get_json("/taskmanagers")
     except PullError as exc:
         if "HTTP 404" not in str(exc):
             raise
         report.warnings.append(f"{exc}: no TaskManagers to pull (a HistoryServer serves none)")
-        return
-    _write_json(root / "rest" / "taskmanagers.json", managers)
+        managers = None
+    if managers is not None:
+        _write_json(root / "rest" / "taskmanagers.json", managers)
     for tm in (managers or {}).get("taskmanagers", []):
         tm_id = str(tm.get("id", ""))
         if not re.fullmatch(r"[\w.:@-]+", tm_id):
@@ -541,7 +537,28 @@ def _pull_logs(client: RestClient, root: pathlib.Path, cap: int, report: PullRep
             report.warnings.append(str(exc))
         if tm_id in report.cancelling:
             _pull_thread_dump(client, root, tm_id, quoted, report)
-        fetch(f"/taskmanagers/{quoted}/logs", f"/taskmanagers/{quoted}/logs", root / "log" / f"taskmanager-{_safe(tm_id)}")
+        listed(f"/taskmanagers/{quoted}/logs", root / "log" / f"taskmanager-{_safe(tm_id)}")
+
+    servers = collections.Counter(f for _, _, files in listings for f in set(files))
+    pulled: set[tuple[str, int]] = set()
+    for listing, folder, files in listings:
+        for name, size in files:
+            if (name, size) in pulled:
+                continue
+            pulled.add((name, size))
+            dest = (root / "log" / SHARED_LOG_FOLDER if servers[(name, size)] > 1 else folder) / name
+            say(f"log {name}")
+            try:
+                total, cut = client.get_to_file(f"{listing}/{urllib.parse.quote(name)}", dest, cap)
+            except PullError as exc:
+                report.warnings.append(f"{exc} (this log is not in the bundle)")
+                continue
+            report.logs.append(str(dest.relative_to(root)))
+            if listing == "/jobmanager/logs":
+                report.jobmanager_logs.append(report.logs[-1])
+            if cut:
+                report.warnings.append(f"{dest.relative_to(root)}: {total / (1 << 20):,.1f} MiB, only the newest "
+                                       f"{cap >> 20} MiB kept")
 
 
 def _safe(name: str) -> str:
