@@ -381,7 +381,10 @@ def test_an_alert_naming_a_jobmanager_pulls_it_and_its_repeats_are_acknowledged(
         while not blocking_triage.started and time.monotonic() < deadline:  # the pull runs before the triage
             time.sleep(0.05)
         repeat = client.post("/alerts", json=_rest_alert(url, job_name="orders-enrichment"))
+        # an alert about the same cluster without a job (a TaskManager lost) is the same incident, not a second pull
+        cluster_wide = client.post("/alerts", json=_rest_alert(url))
     assert repeat.status_code == 200 and repeat.json()["run"] == first.json()["run"] and repeat.json()["repeat"]
+    assert cluster_wide.status_code == 200 and cluster_wide.json()["run"] == first.json()["run"]
     run = client.get(f"/runs/{first.json()['run']}").json()
     pulled = pathlib.Path(run["out"]) / serve.PULLED_DIR
     assert run["incident"] == url and run["job"] == "orders-enrichment" and run["input"] == str(pulled)

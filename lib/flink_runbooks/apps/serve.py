@@ -12,7 +12,7 @@ and the run's id and report location; ``GET /runs/{id}`` returns its status (que
 interrupted) and, when done, the report. At most ``max_concurrent`` triages run at once; later ones wait in order,
 at most ``max_queued`` of them (then ``503``). Paths outside the logs root (``..``, symlinks pointing out) get
 ``403``, unknown paths ``404``, malformed payloads ``400``/``422``. A repeat of an alert whose triage is queued or
-running is acknowledged with ``200`` and that run (Alertmanager counts any other status as a failed notification and
+running (or another alert about the same cluster meanwhile) is acknowledged with ``200`` and that run (Alertmanager counts any other status as a failed notification and
 sends it again). A finished run's ``GET /runs/{id}`` carries a one-line ``headline`` (runbook, root cause,
 confidence) and ``GET /runs/{id}/report.md`` serves its report, ``GET /runs/{id}/report.html`` the same as a page
 (with the runbook notebooks it links to under ``/runs/{id}/runbooks/``), so a chat bot or a pager can link to it;
@@ -171,6 +171,17 @@ class RunStore:
 def busy_key(incident: str, job: str | None) -> str:
     """What a repeat of an alert shares with the run it repeats: the incident (and the job pulled)."""
     return incident + (f" job {job}" if job else "")
+
+
+def repeated_run(busy: dict[str, str], incident: str, job: str | None) -> str | None:
+    """The queued or running run an alert repeats: the same incident and job; or, for a cluster, any alert about it
+    while a triage of it is under way (an alert without a job, such as a lost TaskManager, and one for a job of that
+    cluster are one incident: one pull serves both)."""
+    if (key := busy_key(incident, job)) in busy:
+        return busy[key]
+    if job is None:
+        return next((run for key, run in busy.items() if key.startswith(busy_key(incident, None) + " job ")), None)
+    return busy.get(busy_key(incident, None))
 
 
 def find_value(payload: dict[str, Any], key: str) -> str | None:
@@ -367,11 +378,11 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
             incident, name = str(folder), folder.name
         with lock:
             key = busy_key(incident, job)
-            if key in busy:
+            if (repeated := repeated_run(busy, incident, job)) is not None:
                 # A repeat of the group: acknowledged, so Alertmanager does not count a failure and send it again.
                 if handle is not None:
                     handle.close()
-                earlier = runs[busy[key]]
+                earlier = runs[repeated]
                 return JSONResponse({"run": earlier.id, "status": earlier.status, "repeat": True, "out": earlier.out,
                                      "url": f"/runs/{earlier.id}", **report_links(earlier.id)}, status_code=200)
             if running >= max_concurrent and len(waiting) >= max_queued:
