@@ -12,11 +12,11 @@ and the run's id and report location; ``GET /runs/{id}`` returns its status (que
 interrupted) and, when done, the report. At most ``max_concurrent`` triages run at once; later ones wait in order,
 at most ``max_queued`` of them (then ``503``). Paths outside the logs root (``..``, symlinks pointing out) get
 ``403``, unknown paths ``404``, malformed payloads ``400``/``422``. A repeat of an alert whose triage is queued or
-running (or another alert about the same cluster meanwhile) is acknowledged with ``200`` and that run (Alertmanager counts any other status as a failed notification and
-sends it again). A finished run's ``GET /runs/{id}`` carries a one-line ``headline`` (runbook, root cause,
-confidence) and ``GET /runs/{id}/report.md`` serves its report, ``GET /runs/{id}/report.html`` the same as a page
-(with the runbook notebooks it links to under ``/runs/{id}/runbooks/``), so a chat bot or a pager can link to it;
-every answer about a run names both links.
+running (or another alert about the same cluster meanwhile) is acknowledged with ``200`` and that run (Alertmanager
+counts any other status as a failed notification and sends it again). A finished run's ``GET /runs/{id}`` carries a
+one-line ``headline`` (runbook, root cause, confidence) and ``GET /runs/{id}/report.md`` serves its report, ``GET
+/runs/{id}/report.html`` the same as a page (with the runbook notebooks it links to under ``/runs/{id}/runbooks/``),
+so a chat bot or a pager can link to it; every answer about a run names both links.
 
 The incident folder is opened once, when the alert is accepted, and triage reads a snapshot taken through that open
 folder (hard links, or copies on another file system) in the run's ``input/`` folder, removed when the triage ends:
