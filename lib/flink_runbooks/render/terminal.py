@@ -108,7 +108,8 @@ def _wrap(text: str, width: int, indent: str, *, first: str | None = None, max_l
         last = kept[-1]
         while len(last) + 2 > width and " " in last.strip():
             last = last.rsplit(" ", 1)[0]
-        kept[-1] = last.rstrip() + " …"
+        # a word longer than the line (a class name, an id) is already split: it is cut like one
+        kept[-1] = last.rstrip()[: width - 2] + " …"
         return kept
     return out
 
