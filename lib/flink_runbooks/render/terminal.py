@@ -121,11 +121,12 @@ class _Lines:
         self.width, self.inputs, self.color = max(width, MIN_WIDTH), inputs, color
         self.lines: list[str] = []
 
-    def clean(self, value: object) -> str:
-        # masked first, on the text as logged: an escape written out (``\x19``) would glue itself to a value that
-        # the masking patterns find by its boundary
+    def clean(self, value: object, *, mask: bool = True) -> str:
+        """``mask``: text from the logs, masked first, on the text as logged (an escape written out, ``\x19``,
+        would glue itself to a value that the masking patterns find by its boundary); not our own words with file
+        names (a warning), which the patterns would mangle (``passwd: unknown``)."""
         text = "" if value is None else str(value)
-        return printable(_relative_to_inputs(redact_text(text) or text, self.inputs))
+        return printable(_relative_to_inputs((redact_text(text) or text) if mask else text, self.inputs))
 
     def add(self, text: str = "", *, indent: str = "", first: str | None = None, max_lines: int | None = None,
             style: str = "") -> None:
@@ -257,8 +258,8 @@ def _shortened(name: str, limit: int = 40) -> str:
 def _inputs(out: _Lines, diagnosis: Diagnosis, *, verbose: bool) -> None:
     inc = diagnosis.incident
     logs = sum(1 for f in inc.inputs if f.kind == "log")
-    version = out.clean(inc.flink_version or "unknown")
-    source = out.clean(inc.version_source) if inc.version_source else ""
+    version = out.clean(inc.flink_version or "unknown", mask=False)
+    source = out.clean(inc.version_source, mask=False) if inc.version_source else ""
     out.add(f"Read: Flink {version}" + (f" from {source}" if source else "")
             + f"; {logs} log file(s), {inc.records_summary()}, {len(inc.config)} config keys", first="",
             indent="      ")
@@ -266,7 +267,7 @@ def _inputs(out: _Lines, diagnosis: Diagnosis, *, verbose: bool) -> None:
     if relative:
         out.add(f"Paths are relative to {printable(relative, newlines=False)}/", first="", indent="      ")
     for warning in list(inc.warnings) + list(diagnosis.errors):
-        text = out.clean(warning)
+        text = out.clean(warning, mask=False)
         skipped = _SKIPPED.fullmatch(text)
         if skipped and not verbose:
             count, names = int(skipped.group(1)), skipped.group(2)
