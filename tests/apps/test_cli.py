@@ -52,8 +52,8 @@ def test_text_output_leads_with_the_primary_finding_and_its_diff(spark, capsys):
     assert code == 1
     first = next(line for line in out.splitlines() if line.startswith("["))
     assert first.startswith(f"[PRIMARY] {SLUG}")
-    assert "action: checkpoint storage permissions" in out and "chown -R <flink-user>" in out
-    assert "would change the verdict: If the same path is writable" in out
+    assert "    1. checkpoint storage permissions: " in out and "chown -R <flink-user>" in out
+    assert "Would change the verdict: If the same path is writable" in out
     assert "flink-flink-standalonesession-0-vm.log:412" in out
 
 
@@ -87,6 +87,47 @@ def test_unknown_runbook_exits_two(tmp_path):
     (tmp_path / "jobmanager.log").write_text("x\n")
     proc = _subprocess("diagnose", str(tmp_path), "--runbooks", "no-such-runbook")
     assert proc.returncode == 2 and "unknown runbook" in proc.stderr
+
+
+def test_a_mistyped_runbook_gets_the_one_meant_not_the_whole_list(capsys, tmp_path):
+    (tmp_path / "jobmanager.log").write_text("x\n")
+    code, _, err = run_cli(capsys, "diagnose", str(tmp_path), "--runbooks", "rocksdb-restore-corrupt")
+    assert code == 2
+    assert err == "flink-runbooks: unknown runbook 'rocksdb-restore-corrupt'; did you mean rocksdb-restore-corruption?\n"
+    code, _, err = run_cli(capsys, "diagnose", str(tmp_path), "--runbooks", "zzz")
+    assert code == 2 and "oom-java-heap" not in err and "`flink-runbooks runbooks` lists them" in err
+
+
+def test_a_reader_that_stops_early_ends_the_listing_quietly():
+    """`runbooks | head`: the reader is gone before anything is written."""
+    proc = subprocess.Popen([sys.executable, "-m", "flink_runbooks", "runbooks"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=ROOT)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == cli.EXIT_BROKEN_PIPE == 141
+    assert err == ""
+
+
+def test_version(capsys):
+    from flink_runbooks import __version__
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out == f"flink-runbooks {__version__}\n"
+
+
+def test_every_serve_option_is_explained(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["serve", "--help"])
+    import re
+
+    help_text = capsys.readouterr().out
+    options = re.findall(r"^  (--[a-z-]+)( [A-Z_]+)?(.*)$", help_text, flags=re.M)
+    assert {name for name, _, _ in options} >= {"--host", "--port", "--logs-root", "--out-root"}
+    unexplained = [name for name, _, rest in options if not rest.strip()
+                   and not re.search(rf"^  {name}.*\n {{20,}}\S", help_text, flags=re.M)]
+    assert unexplained == []
+    assert "the address to listen on" in help_text and "the port to listen on (default 8089)" in help_text
 
 
 def test_empty_directory_exits_two(spark, capsys, tmp_path):

@@ -150,7 +150,7 @@ def test_one_run_over_every_bad_file_warns_about_each_and_still_diagnoses(corpus
     assert str(corpus["odd"]) in paths and not (work / "pwned").exists()
     assert not list(work.iterdir()) and snapshot(corpus["root"]) == before, "nothing written anywhere"
     code, text, err = run(["diagnose", str(corpus["incident"])], work)
-    assert code == 1 and f"warning: {corpus['incident']}/bad/passwd: unknown log layout" in text
+    assert code == 1 and "warning: bad/passwd: unknown log layout" in text, "relative to the directory given, not masked"
 
 
 def test_a_link_given_as_an_input_is_followed(corpus, tmp_path):

@@ -233,7 +233,7 @@ def test_diagnose_text_json_and_saved_incident_hold_no_secret(spark, capsys, pla
 
     code = cli.main(["diagnose", str(planted)])
     out, err = capsys.readouterr()
-    assert code == 1 and "evidence:" in out
+    assert code == 1 and "  Evidence:" in out
     assert leaks(out, err) == []
 
     # A diff against the user's file: the secret lines next to the change are context lines, masked.

@@ -1,7 +1,8 @@
 """``flink-runbooks``: the command line used by people on call and by incident automation.
 
 Exit codes (a contract): 0 nothing found, 1 findings, 2 bad input or usage (or an output that cannot be written),
-3 (triage, site) a runbook failed, 4 internal error, 130 / 143 interrupted (Ctrl-C / SIGTERM).
+3 (triage, site) a runbook failed, 4 internal error, 130 / 143 interrupted (Ctrl-C / SIGTERM), 141 the reader of
+standard output went away (``| head``), said nowhere.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_INTERNAL_ERROR = 4
 # The shell's convention, 128 + the signal's number.
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+EXIT_BROKEN_PIPE = 128 + 13  # SIGPIPE
 
 
 class Terminated(KeyboardInterrupt):
@@ -54,7 +56,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
+    from flink_runbooks import __version__
+
     p = _Parser(prog="flink-runbooks", description="Diagnose Apache Flink incidents from their logs and configs.")
+    p.add_argument("--version", action="version", version=f"flink-runbooks {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     d = sub.add_parser("diagnose", help="diagnose an incident and print findings with evidence and patches")
@@ -65,6 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     d.add_argument("--flink-version", type=flink_version,
                    help="the Flink version, when the logs do not tell (e.g. 1.18.1); a version the logs print wins")
     d.add_argument("--format", choices=("text", "json"), default="text")
+    d.add_argument("-v", "--verbose", action="store_true",
+                   help="text: every finding in full, every evidence line whole, every warning")
     d.add_argument("--runbooks", help="comma-separated runbook slugs to run (default: all)")
     d.add_argument("--save-incident", metavar="DIR",
                    help="also save the structured incident (Parquet + JSON) for notebooks: incident_cache=DIR")
@@ -109,8 +116,10 @@ def _parser() -> argparse.ArgumentParser:
     _spark_options(t)
 
     s = sub.add_parser("serve", help="HTTP endpoint for Alertmanager webhooks that runs triage")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8089)
+    s.add_argument("--host", default="127.0.0.1",
+                   help="the address to listen on (default %(default)s: this machine only; 0.0.0.0 for every "
+                        "interface, e.g. in a container Alertmanager reaches)")
+    s.add_argument("--port", type=int, default=8089, help="the port to listen on (default %(default)s)")
     s.add_argument("--logs-root", required=True, metavar="DIR", help="only incident folders under this directory are accepted")
     s.add_argument("--out-root", required=True, metavar="DIR", help="each triage writes into a new timestamped folder here")
     s.add_argument("--jobs", type=int, default=2, help="runbooks each triage executes in parallel (default 2)")
@@ -154,11 +163,24 @@ def _requested_spark(args):
 
 
 def _selected_detectors(spec: str | None):
-    from flink_runbooks.detectors import all_detectors, get_detector
+    """The runbooks ``--runbooks`` names; a name that is none of them is a KeyError saying which one was meant."""
+    import difflib
+
+    from flink_runbooks.detectors import all_detectors, get_detector, slugs
 
     if not spec:
         return all_detectors()
-    return [get_detector(s.strip()) for s in spec.split(",") if s.strip()]
+    chosen = []
+    for slug in (s.strip() for s in spec.split(",")):
+        if not slug:
+            continue
+        try:
+            chosen.append(get_detector(slug))
+        except KeyError:
+            close = difflib.get_close_matches(slug, slugs(), n=3, cutoff=0.6)
+            hint = f"; did you mean {' or '.join(close)}?" if close else "; `flink-runbooks runbooks` lists them"
+            raise KeyError(f"unknown runbook {slug!r}{hint}") from None
+    return chosen
 
 
 def _pull_options(p: argparse.ArgumentParser, *, required_out: bool) -> None:
@@ -259,7 +281,8 @@ def cmd_diagnose(args) -> int:
     from flink_runbooks.diagnose import run_detectors
     from flink_runbooks.collect.listing import InputError, check_local_paths
     from flink_runbooks.diagnose import ingest
-    from flink_runbooks.render.report import to_json, to_text
+    from flink_runbooks.render.report import to_json
+    from flink_runbooks.render.terminal import answer
     from flink_runbooks.collect.spark import SparkUnavailable
 
     progress = for_stderr()
@@ -274,6 +297,7 @@ def cmd_diagnose(args) -> int:
         with _stdin_as_file(args.paths) as pasted, _urls_pulled(pasted, args, progress) as paths:
             check_local_paths(paths)
             incident = ingest(paths, _requested_spark(args), flink_version=args.flink_version, progress=progress)
+            inputs = _shown_inputs(args.paths, paths)
     except (InputError, SparkUnavailable, PullError) as exc:
         if progress:
             progress.done()
@@ -291,8 +315,30 @@ def cmd_diagnose(args) -> int:
     if args.format == "json":
         sys.stdout.write(to_json(diagnosis) + "\n")
     else:
-        sys.stdout.write(to_text(diagnosis, color=sys.stdout.isatty()))
+        sys.stdout.write(answer(diagnosis, inputs=inputs, width=_terminal_width(), verbose=args.verbose,
+                                color=sys.stdout.isatty()))
     return EXIT_FINDINGS if diagnosis.findings else EXIT_CLEAN
+
+
+def _terminal_width() -> int:
+    """The terminal's columns; 100 when standard output is a pipe or a file (``COLUMNS`` overrides both)."""
+    import shutil
+
+    return shutil.get_terminal_size(fallback=(100, 24)).columns
+
+
+def _shown_inputs(given: list[str], read: list[str]):
+    """How each input is named in the answer: as typed, ``stdin`` for a paste, the URL for a pulled folder; a path
+    of the one directory given is shown relative to it."""
+    from flink_runbooks.render.terminal import shown_inputs
+
+    def as_read(path: str) -> str:
+        return path if "://" in path else os.path.abspath(path)
+
+    def label(typed: str) -> str:
+        return "stdin" if typed == "-" else typed
+
+    return shown_inputs([(as_read(r), label(g)) for g, r in zip(given, read)])
 
 
 # A paste is a few kilobytes; more than this on standard input is a file that should be named instead.
@@ -348,9 +394,10 @@ def cmd_triage(args) -> int:
     if args.format == "json":
         print(json.dumps(report.to_dict(), indent=2))
     else:
-        from flink_runbooks.render.report import to_text
+        from flink_runbooks.render.terminal import answer
 
-        sys.stdout.write(to_text(report.diagnosis))
+        sys.stdout.write(answer(report.diagnosis, inputs=_shown_inputs(args.paths, args.paths),
+                                width=_terminal_width()))
         for r in report.runbooks:
             print(f"runbook {r.runbook}: {r.status} ({r.duration_s:.1f}s)" + (f": {printable(r.error, newlines=False)}"
                                                                            if r.error else ""))
@@ -442,7 +489,13 @@ def main(argv: list[str] | None = None) -> int:
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main_thread and args.command != "serve" else None
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # here, where a reader that went away is caught, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        # `runbooks | head`: the reader has what it wanted; the rest goes nowhere, and so does the final flush
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except KeyboardInterrupt as exc:
         print(f"flink-runbooks: {'terminated' if isinstance(exc, Terminated) else 'interrupted'}", file=sys.stderr)
         return EXIT_TERMINATED if isinstance(exc, Terminated) else EXIT_INTERRUPTED
