@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict
 
 from flink_runbooks.apps.incident_folder import PathRejected, resolve_incident, IncidentFolder, open_incident, snapshot_incident
 from flink_runbooks.collect import rest
+from flink_runbooks.render.terminal import confidence_words
 
 LOCATION_KEY = "flink_logs"
 REST_URL_KEY = "flink_rest_url"
@@ -121,12 +122,6 @@ class Run:
 def report_links(run_id: str) -> dict[str, str]:
     """Where the run's report is served, as Markdown and as a page (they answer 404 until the run is done)."""
     return {"report_md": f"/runs/{run_id}/report.md", "report_html": f"/runs/{run_id}/report.html"}
-
-
-def confidence_words(confidence: float, cause: str) -> str:
-    if cause == "undetermined" or confidence < 0.5:
-        return "undetermined"
-    return "high" if confidence >= 0.75 else "medium"
 
 
 def headline(report: dict[str, Any]) -> str:
