@@ -5,7 +5,6 @@ notebooks' outputs, is under test here; test_site.py covers the executed pages).
 from __future__ import annotations
 
 import gzip
-import pathlib
 
 import pytest
 
