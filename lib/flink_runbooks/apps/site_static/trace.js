@@ -15,6 +15,7 @@
   var frameLine = new RegExp(data.frame_line);
   var causedBy = /^\s*(?:Caused by|Suppressed):/;
   var logRecordStart = /^\s*\[?\d{4}-\d{2}-\d{2}[ T]\d/;
+  var outermostException = /^[\w$.]+\.[\w$]*(?:Exception|Error|Throwable)(?::|\s*$)/; // a new trace, without a log record
   var MESSAGE_KINDS = { wording: 2, signature: 1 };
   var LINES_SHOWN = 3;
   var EXCERPT = 160; // characters of a long line shown around what matched
@@ -52,7 +53,7 @@
       var frame = frameLine.test(line);
       if (!frame) {
         if (causedBy.test(line)) depth += 1;
-        else if (logRecordStart.test(line)) depth = 0;
+        else if (logRecordStart.test(line) || outermostException.test(line)) depth = 0;
       }
       return { number: i + 1, text: line, frame: frame, depth: depth };
     });
