@@ -55,6 +55,8 @@ STATIC = PACKAGE_DIR / "site_static"
 RUNBOOK_TEMPLATE = "runbook"
 
 SITE_MARKER = ".flink-runbooks-site"
+MESSAGE_SHOWN = 160  # characters of a runbook's message on its index card
+_LOG_PREFIX = re.compile(r"^\d{4}-\d{2}-\d{2}[ T][\d:,.]+\s+[A-Z]+\s+[\w.$]+\s+(?:\[[^\]]*\]\s+)?-\s+")
 
 Say = Callable[[str], None]
 
@@ -97,6 +99,15 @@ class Runbook(catalogue.Runbook):
     @property
     def first_signature(self) -> str:
         return self.detector.signatures[0] if self.detector.signatures else ""
+
+    @property
+    def message(self) -> str:
+        """The message a reader recognises the failure by: Flink's own wording as a release prints it, without a
+        log record's prefix (a signature is a regex, often of a context line, so it is never shown instead)."""
+        if not self.detector.wordings:
+            return ""
+        text = _LOG_PREFIX.sub("", self.detector.wordings[0].example)
+        return text if len(text) <= MESSAGE_SHOWN else text[:MESSAGE_SHOWN].rstrip() + "…"
 
 
 def collect_runbooks(root: str | os.PathLike | None = None,
@@ -360,6 +371,28 @@ def redact_html(page: str) -> str:
     return str(soup)
 
 
+def collapsible_sections(fragment: str) -> str:
+    """Each ``<h2>`` and what follows it up to the next one as a closed ``<details>``, its heading the summary: a
+    page of one section per runbook reads as a list of runbooks, each opened on demand."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(fragment, features="html.parser")
+    for heading in soup.find_all("h2"):
+        section = soup.new_tag("details", attrs={"class": "section"})
+        summary = soup.new_tag("summary")
+        body = []
+        for sibling in heading.next_siblings:
+            if getattr(sibling, "name", None) == "h2":
+                break
+            body.append(sibling)
+        heading.replace_with(section)
+        summary.append(heading)
+        section.append(summary)
+        for node in body:
+            section.append(node.extract())
+    return str(soup)
+
+
 def _write_page(path: pathlib.Path, page: str) -> None:
     """Every HTML page goes out through here, redacted."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -406,7 +439,8 @@ def render_site(out: pathlib.Path, runbooks: Sequence[Runbook], executions: dict
             "kafka": [k for k in patched if k.target == "kafka"], "pages": {rb.slug: rb.page for rb in runbooks}}),
         "trace.html": ("page-trace.html.j2", {"current": "trace"}),
         "decisions.html": ("page-decisions.html.j2", {
-            "current": "decisions", "table": decision_table_html(pages={rb.slug: rb.page for rb in runbooks})}),
+            "current": "decisions",
+            "table": collapsible_sections(decision_table_html(pages={rb.slug: rb.page for rb in runbooks}))}),
     }
     for name, (template, extra) in page_specs.items():
         _write_page(out / name, env.get_template(template).render(**context, **extra))

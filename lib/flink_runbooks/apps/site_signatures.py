@@ -8,8 +8,12 @@ from flink_runbooks.catalogue import Runbook
 
 
 # How much one matched pattern counts on the stack-trace page before it is shared out among the runbooks that
-# declare it: frames only locate a failure, signatures and exception classes name it.
-PATTERN_WEIGHT = {"signature": 1.0, "exception": 1.0, "frame": 0.5}
+# declare it: Flink's own wording of a failure names it, a signature or an exception class points at it, frames
+# only locate it (they support a match, never make one).
+PATTERN_WEIGHT = {"wording": 1.0, "signature": 1.0, "exception": 1.0, "frame": 0.5}
+
+# The runbook for failures outside the catalogue: on the stack-trace page it is where "no match" points, never a match.
+UNRECOGNISED = "unrecognised-failure"
 
 
 class UnsupportedRegex(ValueError):
@@ -181,26 +185,40 @@ def exception_regex(cls: str) -> str:
     return rf"(?<![\w$.])(?:{re.escape(cls)}(?![\w$])|{re.escape(simple)}(?=:|\s*$))"
 
 
+def pattern_message(kind: str, value: str, wording=None) -> str:
+    """What a reader is told matched, in words rather than regex syntax."""
+    if kind == "wording":
+        return f"Flink's own message for this failure ({wording.source}; Flink {wording.versions})"
+    if kind == "exception":
+        return f"the exception class {value}"
+    if kind == "frame":
+        return f"a stack frame this runbook reads ({signature_text(value)})"
+    return f"a message this runbook looks for: \u201c{signature_text(value)}\u201d"
+
+
 def browser_signatures(runbooks: Sequence[Runbook]) -> dict:
-    """What the stack-trace page matches: each runbook's signatures, frames and exception classes as JS regexes.
+    """What the stack-trace page matches: each runbook's wordings (Flink's own messages, as ``diagnose`` recognises
+    them), signatures, frames and exception classes as JS regexes, each with the words a reader is shown.
 
     A pattern's weight is its kind's weight shared out among the runbooks that declare the same pattern, so a line
-    every checkpoint runbook looks at counts little and a runbook's own wording counts fully.
+    every checkpoint runbook looks at counts little and a runbook's own wording counts fully. ``layer`` is the
+    detector's (a root cause before a wrapper before an umbrella outcome), as the primary finding of ``diagnose``.
     """
-    declared: list[tuple[Runbook, str, str]] = []
+    declared: list[tuple[Runbook, str, str, object]] = []
     for rb in runbooks:
         d = rb.detector
-        declared += [(rb, "signature", s) for s in dict.fromkeys(d.signatures)]
-        declared += [(rb, "frame", s) for s in dict.fromkeys(d.frames)]
-        declared += [(rb, "exception", c) for c in dict.fromkeys(d.exception_classes)]
+        declared += [(rb, "wording", w.pattern, w) for w in d.wordings]
+        declared += [(rb, "signature", s, None) for s in dict.fromkeys(d.signatures)]
+        declared += [(rb, "frame", s, None) for s in dict.fromkeys(d.frames)]
+        declared += [(rb, "exception", c, None) for c in dict.fromkeys(d.exception_classes)]
     sharing: dict[tuple[str, str], int] = {}
-    for _rb, kind, value in declared:
+    for _rb, kind, value, _w in declared:
         sharing[(kind, value)] = sharing.get((kind, value), 0) + 1
     entries: dict[str, dict] = {}
-    for rb, kind, value in declared:
+    for rb, kind, value, wording in declared:
         entry = entries.setdefault(rb.slug, {"slug": rb.slug, "title": rb.title, "url": rb.page,
                                              "category": rb.category, "versions": rb.detector.versions,
-                                             "patterns": []})
+                                             "layer": rb.detector.layer, "patterns": []})
         python = exception_regex(value) if kind == "exception" else value
         try:
             js, flags = to_js_regex(python)
@@ -209,13 +227,17 @@ def browser_signatures(runbooks: Sequence[Runbook]) -> dict:
         entry["patterns"].append({
             "kind": kind,
             "source": value,
+            "message": pattern_message(kind, value, wording),
             "python": python,
             "js": js,
             "flags": flags,
             "shared_by": sharing[(kind, value)],
             "weight": round(PATTERN_WEIGHT[kind] / sharing[(kind, value)], 4),
         })
-    return {"format": 1, "frame_line": r"^\s*at ", "runbooks": list(entries.values())}
+    fallback = entries.pop(UNRECOGNISED, None)
+    return {"format": 2, "frame_line": r"^\s*(?:at |\.\.\. \d+ (?:more|common frames omitted)|File \".*\", line \d+)",
+            "runbooks": list(entries.values()),
+            "unrecognised": {"title": fallback["title"], "url": fallback["url"]} if fallback else None}
 
 
 _CHAR_CLASS = re.compile(r"\[(\^?)((?:\\.|[^\]\\])*)\]")

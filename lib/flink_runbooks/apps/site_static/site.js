@@ -150,7 +150,13 @@
       if (!hits.length) {
         var empty = document.createElement("li");
         empty.className = "empty";
-        empty.textContent = "No runbook matches “" + query + "”";
+        empty.textContent = "No runbook matches “" + query + "”. Have the stack trace? ";
+        // a message the index does not hold may still be recognised in the whole trace
+        var paste = document.createElement("a");
+        paste.href = root + "trace.html";
+        paste.className = "paste-link";
+        paste.textContent = "Paste it to find the runbook";
+        empty.appendChild(paste);
         list.appendChild(empty);
       }
       hits.forEach(function (hit) {
@@ -221,6 +227,59 @@
     });
   }
 
+  // A link to a section inside a closed <details> (decisions.html#slug) opens it, so the reader lands on its content.
+  function openLinkedSection() {
+    var id = decodeURIComponent(location.hash.slice(1));
+    var target = id && document.getElementById(id);
+    var details = target && target.closest("details");
+    if (details && !details.open) {
+      details.open = true;
+      target.scrollIntoView();
+    }
+  }
+
+  // Wide tables stacked as labelled rows on a phone: each cell carries its column's heading.
+  function labelTableCells() {
+    document.querySelectorAll(".runbook-notebook table").forEach(function (table) {
+      var headings = Array.prototype.map.call(table.querySelectorAll("thead th"), function (th) {
+        return th.textContent.trim();
+      });
+      if (!headings.length) return;
+      table.querySelectorAll("tbody tr").forEach(function (tr) {
+        Array.prototype.forEach.call(tr.children, function (cell, i) {
+          var offset = tr.children.length - headings.length; // an index column without a heading
+          var label = headings[i - offset];
+          if (label) cell.setAttribute("data-label", label);
+        });
+      });
+      table.classList.add("labelled");
+    });
+  }
+
+  // The keys page: one table, one release line at a time (a link to #flink-1-20 picks that release).
+  function setupReleasePicker() {
+    var picker = document.getElementById("release-picker");
+    if (!picker) return;
+    var bodies = document.querySelectorAll("tbody[data-release]");
+    function show(release) {
+      bodies.forEach(function (body) { body.hidden = body.getAttribute("data-release") !== release; });
+    }
+    function fromHash() {
+      var id = location.hash.slice(1);
+      if (document.querySelector('tbody[data-release="' + id + '"]')) {
+        picker.value = id;
+        show(id);
+      }
+    }
+    picker.addEventListener("change", function () { show(picker.value); });
+    window.addEventListener("hashchange", fromHash);
+    fromHash();
+  }
+
   setupSearch();
+  setupReleasePicker();
+  openLinkedSection();
+  window.addEventListener("hashchange", openLinkedSection);
+  labelTableCells();
   colourDiffs();
 })();
