@@ -40,11 +40,13 @@ def test_triage_with_a_finding_writes_report_patches_and_executed_notebook(spark
     html = pathlib.Path(run["html"]).read_text()
     assert "storage-unwritable" in html and "<img" in html
     assert "open_runbook(" not in html, "setup code is hidden in the HTML"
-    diff = (out / "patches" / "flink-conf.yaml.diff").read_text()
-    # A store that refuses writes gets no tolerance (it would only hide the fault); retention lets the job resume.
+    # The fix is to make the store writable (an action, no configuration file); retention, which lets the job
+    # resume, is the restart-strategy finding's hardening. A store that refuses writes gets no tolerance.
+    assert not (out / "patches" / "flink-conf.yaml.diff").exists()
+    diff = (out / "patches" / "hardening" / "flink-conf.yaml.diff").read_text()
     assert "tolerable-failed-checkpoints" not in diff
     assert "+execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION" in diff
-    assert "flinkConfiguration" in (out / "patches" / "flinkdeployment-patch.yaml").read_text()
+    assert "flinkConfiguration" in (out / "patches" / "hardening" / "flinkdeployment-patch.yaml").read_text()
     md = (out / "report.md").read_text()
     assert md.index("Primary") < md.index("Evidence") and "flink-flink-standalonesession-0-vm.log:412" in md
     assert sorted((p, p.stat().st_mtime_ns) for p in src.rglob("*")) == before, "inputs untouched"
