@@ -14,7 +14,8 @@ from typing import Sequence
 from flink_runbooks.diagnose import Diagnosis, run_detectors
 from flink_runbooks.model import Finding, Incident
 from flink_runbooks.parse.redact import redact_text
-from flink_runbooks.render.html_table import html_table
+from flink_runbooks.render.html_table import diff_html, fact_text, html_table
+from flink_runbooks.render.markdown import finding_html
 from flink_runbooks.render.report import patch_outputs
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -63,29 +64,27 @@ class RunbookRun:
     # -- displays ---------------------------------------------------------------------------------------------
 
     def summary(self):
-        """The verdict for this runbook, and what else was found in the incident."""
+        """The verdict for this runbook (cause, confidence in words, what to do now), what else was found in the
+        incident, and what was read: the same rendering of a finding as report.md's."""
         from IPython.display import HTML
 
-        parts = [f"<p><b>Incident:</b> Flink {_e(self.incident.flink_version or 'version unknown')}"
-                 f"{' (' + _e(self.incident.version_source) + ')' if self.incident.version_source else ''}, "
-                 f"{sum(1 for f in self.incident.inputs if f.kind == 'log')} log file(s), "
-                 f"{len(self.incident.events)} records kept.</p>"]
-        for w in self.incident.warnings:
-            parts.append(f"<p>⚠ {_e(w)}</p>")
+        parts = []
         if not self.findings:
             parts.append(f"<p><b>{_e(self.slug)} does not apply to this incident.</b> The evidence it looks for "
                          f"is absent.</p>")
         for f in self.findings:
-            parts.append(
-                f"<p><b>{'Primary finding' if f.primary else 'Finding'}: {_e(f.title)}</b><br>"
-                f"Root cause: <code>{_e(f.root_cause.slug)}</code> — {_e(f.root_cause.summary)} "
-                f"(confidence {f.confidence:.0%})</p><p>{_e(f.summary)}</p>"
-                + (f"<p><b>What would change the verdict:</b> {_e(f.would_change)}</p>" if f.would_change else ""))
+            parts.append(f'<div class="verdict">{finding_html(f, level=3, evidence=False)}</div>')
         others = [f for f in self.diagnosis.findings if f.runbook != self.slug]
         if others:
             items = "".join(f"<li><code>{_e(f.runbook)}</code>{' (primary)' if f.primary else ''}: "
                             f"{_e(f.root_cause.summary)}</li>" for f in others)
             parts.append(f"<p>Other runbooks that apply to this incident:</p><ul>{items}</ul>")
+        parts.append(f"<p><b>Incident:</b> Flink {_e(self.incident.flink_version or 'version unknown')}"
+                     f"{' (' + _e(self.incident.version_source) + ')' if self.incident.version_source else ''}, "
+                     f"{sum(1 for f in self.incident.inputs if f.kind == 'log')} log file(s), "
+                     f"{len(self.incident.events)} records kept.</p>")
+        for w in self.incident.warnings:
+            parts.append(f"<p>⚠ {_e(w)}</p>")
         return HTML("\n".join(parts))
 
     def evidence(self):
@@ -101,7 +100,7 @@ class RunbookRun:
 
     def details(self):
         """Numbers the detector measured (counts, current settings)."""
-        rows = [{"what": k, "value": str(v)} for f in self.findings for k, v in f.details.items()]
+        rows = [{"what": k.replace("_", " "), "value": fact_text(v)} for f in self.findings for k, v in f.details.items()]
         if not rows:
             return _note("No measurements.")
         return _table(rows)
@@ -125,10 +124,10 @@ class RunbookRun:
             outs = patch_outputs(f, self.diagnosis)
             if "config_diff" in outs:
                 parts.append("<p><b>Proposed change to your configuration file</b> (a proposal: nothing was modified):</p>"
-                             f"<pre class='patch-diff'>{_e(outs['config_diff'])}</pre>")
+                             + diff_html(redact_text(outs["config_diff"]) or ""))
             if "flinkdeployment" in outs:
                 parts.append("<p><b>Flink Kubernetes Operator</b> (<code>kubectl patch flinkdeployment … --type merge</code>):</p>"
-                             f"<pre>{_e(outs['flinkdeployment'])}</pre>")
+                             f"<pre class='patch-yaml'>{_e(outs['flinkdeployment'])}</pre>")
             kafka = outs.get("kafka") or {}
             for label, key in (("KafkaSource / KafkaSink builder", "datastream"), ("Flink SQL table options", "sql")):
                 if kafka.get(key):
@@ -153,7 +152,7 @@ class RunbookRun:
         rows = []
         for k in keys if keys is not None else get_detector(self.slug).config_keys:
             v = self.incident.config.lookup(k)
-            rows.append({"key": k, "value": v.value if v else "(not set: Flink default)",
+            rows.append({"key": k, "value": fact_text(v.value) if v else "(not set: Flink default)",
                          "source": str(v.source) if v else ""})
         return _table(rows, columns=("key", "value", "source"))
 

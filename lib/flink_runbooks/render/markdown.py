@@ -102,18 +102,18 @@ def config_change_lines(patches: Sequence[Patch]) -> list[str]:
     return lines
 
 
-def finding_markdown(finding: Finding, *, level: int = 2, proposals: bool = True,
+def finding_markdown(finding: Finding, *, level: int = 2, proposals: bool = True, evidence: bool = True,
                      config_diff: str | None = None) -> list[str]:
     """One finding as Markdown, what to do first: headline, verdict and confidence, the actions ("Do now"), the
     configuration change (with ``config_diff`` when given), then the evidence. The one rendering of a finding that
     report.md and the pages built from it share (:func:`finding_html`). ``proposals`` false leaves the changes out
-    (a secondary finding's go under hardening)."""
+    (a secondary finding's go under hardening), ``evidence`` false the evidence (a verdict at the top of a page)."""
     h = "#" * level
     label = "Primary: " if finding.primary else ("Also found: " if finding.severity == "failure" else "Warning: ")
     lines = [f"{h} {label}{prose(finding.title)} ({code_span(finding.runbook)})", "",
              f"**Root cause:** {code_span(finding.root_cause.slug)}: {prose(finding.root_cause.summary)} "
              f"(confidence {confidence_words(finding)}, {finding.confidence:.0%})", "",
-             f"Summary: {code_span(redact_text(finding.summary) or finding.summary)}", ""]
+             prose(finding.summary), ""]
     if finding.would_change:
         lines += [f"What would change the verdict: {prose(finding.would_change)}", ""]
     actions = [p for p in finding.patches if is_action(p)]
@@ -124,7 +124,7 @@ def finding_markdown(finding: Finding, *, level: int = 2, proposals: bool = True
         lines += [f"{h}# Configuration change (a proposal: nothing was modified)", "", *config_change_lines(config), ""]
         if config_diff:
             lines += [*code_block(config_diff.rstrip("\n"), info="diff"), ""]
-    if finding.evidence:
+    if evidence and finding.evidence:
         lines += [f"{h}# Evidence", ""]
         for e in finding.evidence:
             where = code_span(f"{e.file}:{e.line}") + (f" at {code_span(e.ts)}" if e.ts else "")
@@ -135,9 +135,11 @@ def finding_markdown(finding: Finding, *, level: int = 2, proposals: bool = True
     return lines
 
 
-def finding_html(finding: Finding, *, level: int = 2, proposals: bool = True, config_diff: str | None = None) -> str:
-    """:func:`finding_markdown` as an HTML fragment (escaped: raw HTML in it shows as text)."""
-    return markdown_html("\n".join(finding_markdown(finding, level=level, proposals=proposals,
+def finding_html(finding: Finding, *, level: int = 2, proposals: bool = True, evidence: bool = True,
+                 config_diff: str | None = None) -> str:
+    """:func:`finding_markdown` as an HTML fragment (escaped: raw HTML in it shows as text); the site's runbook
+    pages and the triage pages show a finding with it."""
+    return markdown_html("\n".join(finding_markdown(finding, level=level, proposals=proposals, evidence=evidence,
                                                      config_diff=config_diff)) + "\n")
 
 
