@@ -205,6 +205,7 @@ def checkpoint_timeline(run: RunbookRun):
     for i, t in enumerate(failovers):
         ax.axvline(t, color="#c62828", linestyle="--", linewidth=1,
                    label="tolerable-failure threshold exceeded" if i == 0 else None)
+    _fit_time_axis(ax, list(frame["triggered"].fillna(frame["finished"]).dropna()) + failovers)
     ax.set_xlabel("time (as logged)")
     ax.set_ylabel("checkpoint id")
     ax.set_title("Checkpoint attempts by outcome")
@@ -213,6 +214,22 @@ def checkpoint_timeline(run: RunbookRun):
     fig.tight_layout()
     plt.close(fig)  # returned, so Jupyter shows it once
     return fig
+
+
+# The least time a timeline shows: one event (or a burst within a second) is drawn in a minute of context, where
+# matplotlib's default limits for a single date span years.
+MIN_TIMELINE_SPAN = "1min"
+
+
+def _fit_time_axis(ax, times) -> None:
+    """x-limits around ``times`` with a margin, at least :data:`MIN_TIMELINE_SPAN` wide."""
+    import pandas as pd
+
+    if not times:
+        return
+    first, last = min(times), max(times)
+    margin = max((last - first) * 0.05, (pd.Timedelta(MIN_TIMELINE_SPAN) - (last - first)) / 2, pd.Timedelta(0))
+    ax.set_xlim(first - margin, last + margin)
 
 
 def _note(text: str):
@@ -262,6 +279,7 @@ def event_timeline(run: RunbookRun, title: str = "Warnings, errors and failures 
         ax.scatter(pd.to_datetime(ev.ts), ypos[key[0]], color=color, s=40 if key in evidence else 14,
                    marker="D" if key in evidence else "o", label=None if label in seen else label, zorder=3)
         seen.add(label)
+    _fit_time_axis(ax, [pd.to_datetime(ev.ts) for ev in rows])
     # A '$' pair in a file name would be read as matplotlib math markup (mis-drawn, or a parse error).
     ax.set_yticks(range(len(files)), [f.replace("$", r"\$") for f in files], fontsize=8)
     ax.set_title(title)

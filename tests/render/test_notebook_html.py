@@ -86,3 +86,21 @@ def test_a_fact_is_shown_in_words(value, shown):
     from flink_runbooks.render.html_table import fact_text
 
     assert fact_text(value) == shown
+
+
+def test_a_timeline_of_one_event_shows_minutes_around_it_not_years():
+    import matplotlib.dates as mdates
+    import pandas as pd
+
+    from corpus import incident_from_text
+    from flink_runbooks import notebook as nb
+    from flink_runbooks.diagnose import run_detectors
+
+    incident = incident_from_text(
+        "2026-11-22 02:54:11,000 ERROR org.apache.flink.runtime.taskmanager.Task [] - Source (1/1) failed.\n"
+        "java.lang.IllegalStateException: broken\n")
+    run = nb.RunbookRun("user-code-exception", incident, run_detectors(incident))
+    left, right = nb.event_timeline(run).axes[0].get_xlim()
+    event = mdates.date2num(pd.Timestamp("2026-11-22 02:54:11"))
+    assert left < event < right
+    assert (right - left) * 24 * 60 <= 5, "a few minutes of context (limits are in days)"
