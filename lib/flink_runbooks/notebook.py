@@ -6,8 +6,10 @@ and formatting are the same in Jupyter, in papermill runs and on the published s
 from __future__ import annotations
 
 import html
+import logging
 import os
 import pathlib
+import sys
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -19,6 +21,28 @@ from flink_runbooks.render.markdown import finding_html
 from flink_runbooks.render.report import patch_outputs
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# What ipykernel logs when a SIGINT lands while it handles a message: jupyter_client interrupts every kernel before
+# shutting it down, so a papermill run that succeeded could end in "ERROR | KeyboardInterrupt caught in kernel.".
+INTERRUPT_BETWEEN_CELLS = "KeyboardInterrupt caught in kernel"
+
+
+class _InterruptBetweenCells(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(INTERRUPT_BETWEEN_CELLS)
+
+
+def quiet_interrupts_between_cells() -> None:
+    """In a Jupyter kernel, drop ipykernel's report of an interrupt outside any cell: it says nothing about the
+    notebook (an interrupt of a running cell still ends that cell with KeyboardInterrupt, as always)."""
+    if "ipykernel" not in sys.modules:
+        return
+    from IPython import get_ipython
+
+    log = getattr(getattr(get_ipython(), "kernel", None), "log", None)
+    if isinstance(log, logging.Logger) and not any(isinstance(f, _InterruptBetweenCells) for f in log.filters):
+        log.addFilter(_InterruptBetweenCells())
+
 
 
 def resolve_paths(paths: str | Sequence[str]) -> list[str]:
@@ -163,6 +187,7 @@ def open_runbook(slug: str, incident_paths: str | Sequence[str] = (), *, flink_v
     from flink_runbooks.detectors import get_detector
 
     get_detector(slug)  # fail early on a typo in the slug
+    quiet_interrupts_between_cells()  # every runbook calls this first
     if incident_cache:
         from flink_runbooks.collect.store import load_incident
 

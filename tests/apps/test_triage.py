@@ -7,6 +7,7 @@ import pathlib
 import shutil
 import signal
 import socket
+import sys
 import subprocess
 import threading
 import time
@@ -363,3 +364,34 @@ def test_a_runbook_named_without_a_notebook_leaves_report_json_saying_the_run_fa
         triage([str(example(SLUG, "healthy"))], out, runbooks=["not-a-runbook"], runbooks_dir=TEST_NOTEBOOKS)
     doc = json.loads((out / "report.json").read_text())
     assert doc["status"] == "failed" and "no runbook notebook for not-a-runbook" in doc["error"]
+
+
+@pytest.mark.notebook
+def test_a_successful_papermill_run_ends_without_a_keyboard_interrupt_error(tmp_path):
+    import nbformat
+
+    incident = example("user-code-exception", "poison-record-1.20")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("from flink_runbooks import notebook as nb\n"
+                                  f"run = nb.open_runbook('user-code-exception', [{str(incident)!r}])"),
+        # what ipykernel logs when jupyter_client's interrupt before shutdown lands while it handles a message
+        nbformat.v4.new_code_cell("get_ipython().kernel.log.error('KeyboardInterrupt caught in kernel.')"),
+    ]
+    source = tmp_path / "runbook.ipynb"
+    nbformat.write(notebook, source)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
+    done = subprocess.run([sys.executable, "-m", "papermill", str(source), str(tmp_path / "out.ipynb"), "-k", "flink-runbooks",
+                           "--no-progress-bar"], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "KeyboardInterrupt" not in done.stderr and "ERROR" not in done.stderr
+
+
+def test_a_failed_runs_error_is_not_the_interrupt_sent_at_shutdown(tmp_path):
+    from flink_runbooks.apps.notebook_runner import papermill_error
+
+    stderr = ("Executing notebook with kernel: flink-runbooks\n"
+              "papermill.exceptions.PapermillExecutionError: cell 2: ValueError: no incident\n"
+              "[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel.\n")
+    assert papermill_error(tmp_path / "never-written.ipynb", stderr) == \
+        "papermill.exceptions.PapermillExecutionError: cell 2: ValueError: no incident"
