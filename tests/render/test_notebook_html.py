@@ -51,6 +51,7 @@ def test_the_verdict_comes_right_under_the_title(page):
         < text.index("A long introduction") < text.index("Meaning")
     assert text.index("Do now") < text.index("A long introduction"), "what to do is on the first screen too"
     assert "confidence high" in text
+    assert "chown -R <flink-user>:<flink-group>" in text, "placeholders of a command show as written"
 
 
 def test_no_code_and_no_prompts(page):
