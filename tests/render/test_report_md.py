@@ -91,3 +91,12 @@ def test_placeholders_in_the_catalogues_words_stay_visible(tmp_path):
 
     page = BeautifulSoup(finding_html(report.diagnosis.primary), features="html.parser").get_text()
     assert "flink-sql-connector-<name> jar" in page
+
+
+def test_evidence_names_files_relative_to_the_input_folder(permission_denied):
+    report, md = permission_denied
+    root = str(example("checkpoint-tolerable-failure-threshold", "storage-permission-denied"))
+    evidence = [line for line in md.splitlines() if line.startswith("- `") and ".log" in line]
+    assert evidence and not [line for line in evidence if root in line]
+    assert "- `log/flink-flink-standalonesession-0-vm.log:412`" in md
+    assert f"Evidence names files relative to `{root}`." in md.split("## Input", 1)[1]

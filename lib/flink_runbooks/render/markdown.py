@@ -103,11 +103,12 @@ def config_change_lines(patches: Sequence[Patch]) -> list[str]:
 
 
 def finding_markdown(finding: Finding, *, level: int = 2, proposals: bool = True, evidence: bool = True,
-                     config_diff: str | None = None) -> list[str]:
+                     config_diff: str | None = None, input_root: str | None = None) -> list[str]:
     """One finding as Markdown, what to do first: headline, verdict and confidence, the actions ("Do now"), the
     configuration change (with ``config_diff`` when given), then the evidence. The one rendering of a finding that
     report.md and the pages built from it share (:func:`finding_html`). ``proposals`` false leaves the changes out
-    (a secondary finding's go under hardening), ``evidence`` false the evidence (a verdict at the top of a page)."""
+    (a secondary finding's go under hardening), ``evidence`` false the evidence (a verdict at the top of a page).
+    Evidence files under ``input_root`` are named relative to it."""
     h = "#" * level
     label = "Primary: " if finding.primary else ("Also found: " if finding.severity == "failure" else "Warning: ")
     lines = [f"{h} {label}{prose(finding.title)} ({code_span(finding.runbook)})", "",
@@ -127,12 +128,30 @@ def finding_markdown(finding: Finding, *, level: int = 2, proposals: bool = True
     if evidence and finding.evidence:
         lines += [f"{h}# Evidence", ""]
         for e in finding.evidence:
-            where = code_span(f"{e.file}:{e.line}") + (f" at {code_span(e.ts)}" if e.ts else "")
+            where = code_span(f"{_shown_path(e.file, input_root)}:{e.line}") + (f" at {code_span(e.ts)}" if e.ts else "")
             lines.append(f"- {where}" + (f": {code_span(e.note)}" if e.note else ""))
             lines += ["", *code_block("\n".join(redact_text(t) or t for t in e.text.split("\n")[:6]), indent="  "), ""]
     while lines and not lines[-1]:
         lines.pop()
     return lines
+
+
+def input_root(paths: Sequence[str]) -> str | None:
+    """The folder every local input lies in (what a reader passed in), or None for remote or unrelated inputs."""
+    local = [os.path.dirname(p) for p in paths if "://" not in p and os.path.isabs(p)]
+    if not local or len(local) != len(paths):
+        return None
+    try:
+        root = os.path.commonpath(local)
+    except ValueError:
+        return None
+    return root if root != os.sep else None
+
+
+def _shown_path(path: str, root: str | None) -> str:
+    if root and path.startswith(root + os.sep):
+        return os.path.relpath(path, root)
+    return path
 
 
 def finding_html(finding: Finding, *, level: int = 2, proposals: bool = True, evidence: bool = True,
@@ -162,8 +181,10 @@ def render_markdown(report: "TriageReport") -> str:
     fix_files = {k: v for k, v in report.patches.items() if not k.startswith(HARDENING_PREFIX)}
     hardening_files = {k: v for k, v in report.patches.items() if k.startswith(HARDENING_PREFIX)}
     fix_diff = _read(fix_files.get("config_diff"))
+    root = input_root([f.path for f in inc.inputs])
     for f in d.findings:
-        lines += [*finding_markdown(f, proposals=f.primary, config_diff=fix_diff if f.primary else None), ""]
+        lines += [*finding_markdown(f, proposals=f.primary, config_diff=fix_diff if f.primary else None,
+                                    input_root=root), ""]
     _, hardening = fix_and_hardening(d.findings)
     if hardening:
         lines += ["## Hardening (not the fix: once the incident is over)", "",
@@ -193,7 +214,8 @@ def render_markdown(report: "TriageReport") -> str:
             lines += ["", "Errors:", ""] + [f"- {code_span(r.runbook)}: {code_span(r.error)}" for r in failed]
         lines.append("")
     version = f"Flink {code_span(inc.flink_version)}" if inc.flink_version else "Flink version unknown"
-    lines += ["## Input", "", f"{version}; {len(inc.inputs)} input file(s), {inc.records_summary()}."]
+    lines += ["## Input", "", f"{version}; {len(inc.inputs)} input file(s), {inc.records_summary()}."
+              + (f" Evidence names files relative to {code_span(root)}." if root else "")]
     warnings = list(inc.warnings) + list(d.errors)
     if warnings:
         lines += ["", *[f"- warning: {code_span(w)}" for w in warnings]]
