@@ -1,9 +1,11 @@
 """Triage's ``report.md``: the diagnosis, the patch files and the runbooks executed, as Markdown; and that Markdown
-as an HTML page (``serve``'s ``/runs/<id>/report.html``).
+as an HTML page (``serve``'s ``/runs/<id>/report.html``). :func:`finding_markdown` / :func:`finding_html` are the one
+rendering of a finding (verdict, what to do now, configuration change, evidence) the report and the pages share.
 
-Our own words are prose; everything that came from the incident (log text, file names, messages, config keys and
-values, summaries that quote them) is set in a code span or a fenced block that its content cannot close, so no
-raw HTML, link or ``javascript:`` URL from a log renders, whatever Markdown viewer opens the report. Control
+Log text, file names, config keys and values are set in a code span or a fenced block that its content cannot
+close; sentences (the catalogue's words, summaries and reasons that quote the incident) are prose with every Markdown
+punctuation character escaped and URLs set as code (:func:`prose`). So no raw HTML, link or ``javascript:`` URL from
+a log renders, and a placeholder like ``<name>`` stays visible, whatever Markdown viewer opens the report. Control
 characters are shown as escapes (:func:`~flink_runbooks.render.terminal.printable`), as in the terminal.
 """
 from __future__ import annotations
@@ -155,11 +157,11 @@ def _shown_path(path: str, root: str | None) -> str:
 
 
 def finding_html(finding: Finding, *, level: int = 2, proposals: bool = True, evidence: bool = True,
-                 config_diff: str | None = None) -> str:
+                 config_diff: str | None = None, input_root: str | None = None) -> str:
     """:func:`finding_markdown` as an HTML fragment (escaped: raw HTML in it shows as text); the site's runbook
     pages and the triage pages show a finding with it."""
     return markdown_html("\n".join(finding_markdown(finding, level=level, proposals=proposals, evidence=evidence,
-                                                     config_diff=config_diff)) + "\n")
+                                                     config_diff=config_diff, input_root=input_root)) + "\n")
 
 
 def _patch_file_lines(patches: dict[str, str], report: "TriageReport") -> list[str]:
