@@ -105,3 +105,21 @@ def test_a_timeline_of_one_event_shows_minutes_around_it_not_years():
     event = mdates.date2num(pd.Timestamp("2026-11-22 02:54:11"))
     assert left < event < right
     assert (right - left) * 24 * 60 <= 5, "a few minutes of context (limits are in days)"
+
+
+def test_a_checkpoint_timeline_of_one_attempt_shows_minutes_around_it():
+    import matplotlib.dates as mdates
+    import pandas as pd
+
+    from corpus import incident_from_text
+    from flink_runbooks import notebook as nb
+    from flink_runbooks.diagnose import run_detectors
+
+    incident = incident_from_text(
+        "2026-11-22 02:54:57,192 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator    [] - Triggering "
+        "checkpoint 1 (type=CheckpointType{name='Checkpoint', sharingFilesStrategy=FORWARD_BACKWARD}) @ 1795316097171 "
+        "for job 16febfa68a5912506eb6177427230acc.\n")
+    run = nb.RunbookRun("checkpoint-expired", incident, run_detectors(incident))
+    left, right = nb.checkpoint_timeline(run).axes[0].get_xlim()
+    assert left < mdates.date2num(pd.Timestamp("2026-11-22 02:54:57")) < right
+    assert (right - left) * 24 * 60 <= 5, "a few minutes of context (limits are in days)"
