@@ -6,18 +6,43 @@ and formatting are the same in Jupyter, in papermill runs and on the published s
 from __future__ import annotations
 
 import html
+import logging
 import os
 import pathlib
+import sys
 from dataclasses import dataclass, field
 from typing import Sequence
 
 from flink_runbooks.diagnose import Diagnosis, run_detectors
 from flink_runbooks.model import Finding, Incident
 from flink_runbooks.parse.redact import redact_text
-from flink_runbooks.render.html_table import html_table
+from flink_runbooks.render.html_table import diff_html, fact_text, html_table
+from flink_runbooks.render.markdown import finding_html
 from flink_runbooks.render.report import patch_outputs
 
 PROJECT_ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+# What ipykernel logs when a SIGINT lands while it handles a message: jupyter_client interrupts every kernel before
+# shutting it down, so a papermill run that succeeded could end in "ERROR | KeyboardInterrupt caught in kernel.".
+INTERRUPT_BETWEEN_CELLS = "KeyboardInterrupt caught in kernel"
+
+
+class _InterruptBetweenCells(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(INTERRUPT_BETWEEN_CELLS)
+
+
+def quiet_interrupts_between_cells() -> None:
+    """In a Jupyter kernel, drop ipykernel's report of an interrupt outside any cell: it says nothing about the
+    notebook (an interrupt of a running cell still ends that cell with KeyboardInterrupt, as always)."""
+    if "ipykernel" not in sys.modules:
+        return
+    from IPython import get_ipython
+
+    log = getattr(getattr(get_ipython(), "kernel", None), "log", None)
+    if isinstance(log, logging.Logger) and not any(isinstance(f, _InterruptBetweenCells) for f in log.filters):
+        log.addFilter(_InterruptBetweenCells())
+
 
 
 def resolve_paths(paths: str | Sequence[str]) -> list[str]:
@@ -63,29 +88,27 @@ class RunbookRun:
     # -- displays ---------------------------------------------------------------------------------------------
 
     def summary(self):
-        """The verdict for this runbook, and what else was found in the incident."""
+        """The verdict for this runbook (cause, confidence in words, what to do now), what else was found in the
+        incident, and what was read: the same rendering of a finding as report.md's."""
         from IPython.display import HTML
 
-        parts = [f"<p><b>Incident:</b> Flink {_e(self.incident.flink_version or 'version unknown')}"
-                 f"{' (' + _e(self.incident.version_source) + ')' if self.incident.version_source else ''}, "
-                 f"{sum(1 for f in self.incident.inputs if f.kind == 'log')} log file(s), "
-                 f"{len(self.incident.events)} records kept.</p>"]
-        for w in self.incident.warnings:
-            parts.append(f"<p>⚠ {_e(w)}</p>")
+        parts = []
         if not self.findings:
             parts.append(f"<p><b>{_e(self.slug)} does not apply to this incident.</b> The evidence it looks for "
                          f"is absent.</p>")
         for f in self.findings:
-            parts.append(
-                f"<p><b>{'Primary finding' if f.primary else 'Finding'}: {_e(f.title)}</b><br>"
-                f"Root cause: <code>{_e(f.root_cause.slug)}</code> — {_e(f.root_cause.summary)} "
-                f"(confidence {f.confidence:.0%})</p><p>{_e(f.summary)}</p>"
-                + (f"<p><b>What would change the verdict:</b> {_e(f.would_change)}</p>" if f.would_change else ""))
+            parts.append(f'<div class="verdict">{finding_html(f, level=3, evidence=False)}</div>')
         others = [f for f in self.diagnosis.findings if f.runbook != self.slug]
         if others:
             items = "".join(f"<li><code>{_e(f.runbook)}</code>{' (primary)' if f.primary else ''}: "
                             f"{_e(f.root_cause.summary)}</li>" for f in others)
             parts.append(f"<p>Other runbooks that apply to this incident:</p><ul>{items}</ul>")
+        parts.append(f"<p><b>Incident:</b> Flink {_e(self.incident.flink_version or 'version unknown')}"
+                     f"{' (' + _e(self.incident.version_source) + ')' if self.incident.version_source else ''}, "
+                     f"{sum(1 for f in self.incident.inputs if f.kind == 'log')} log file(s), "
+                     f"{len(self.incident.events)} records kept.</p>")
+        for w in self.incident.warnings:
+            parts.append(f"<p>⚠ {_e(w)}</p>")
         return HTML("\n".join(parts))
 
     def evidence(self):
@@ -101,7 +124,7 @@ class RunbookRun:
 
     def details(self):
         """Numbers the detector measured (counts, current settings)."""
-        rows = [{"what": k, "value": str(v)} for f in self.findings for k, v in f.details.items()]
+        rows = [{"what": k.replace("_", " "), "value": fact_text(v)} for f in self.findings for k, v in f.details.items()]
         if not rows:
             return _note("No measurements.")
         return _table(rows)
@@ -125,10 +148,10 @@ class RunbookRun:
             outs = patch_outputs(f, self.diagnosis)
             if "config_diff" in outs:
                 parts.append("<p><b>Proposed change to your configuration file</b> (a proposal: nothing was modified):</p>"
-                             f"<pre class='patch-diff'>{_e(outs['config_diff'])}</pre>")
+                             + diff_html(redact_text(outs["config_diff"]) or ""))
             if "flinkdeployment" in outs:
                 parts.append("<p><b>Flink Kubernetes Operator</b> (<code>kubectl patch flinkdeployment … --type merge</code>):</p>"
-                             f"<pre>{_e(outs['flinkdeployment'])}</pre>")
+                             f"<pre class='patch-yaml'>{_e(outs['flinkdeployment'])}</pre>")
             kafka = outs.get("kafka") or {}
             for label, key in (("KafkaSource / KafkaSink builder", "datastream"), ("Flink SQL table options", "sql")):
                 if kafka.get(key):
@@ -153,7 +176,7 @@ class RunbookRun:
         rows = []
         for k in keys if keys is not None else get_detector(self.slug).config_keys:
             v = self.incident.config.lookup(k)
-            rows.append({"key": k, "value": v.value if v else "(not set: Flink default)",
+            rows.append({"key": k, "value": fact_text(v.value) if v else "(not set: Flink default)",
                          "source": str(v.source) if v else ""})
         return _table(rows, columns=("key", "value", "source"))
 
@@ -164,6 +187,7 @@ def open_runbook(slug: str, incident_paths: str | Sequence[str] = (), *, flink_v
     from flink_runbooks.detectors import get_detector
 
     get_detector(slug)  # fail early on a typo in the slug
+    quiet_interrupts_between_cells()  # every runbook calls this first
     if incident_cache:
         from flink_runbooks.collect.store import load_incident
 
@@ -206,6 +230,7 @@ def checkpoint_timeline(run: RunbookRun):
     for i, t in enumerate(failovers):
         ax.axvline(t, color="#c62828", linestyle="--", linewidth=1,
                    label="tolerable-failure threshold exceeded" if i == 0 else None)
+    _fit_time_axis(ax, list(frame["triggered"].fillna(frame["finished"]).dropna()) + failovers)
     ax.set_xlabel("time (as logged)")
     ax.set_ylabel("checkpoint id")
     ax.set_title("Checkpoint attempts by outcome")
@@ -214,6 +239,22 @@ def checkpoint_timeline(run: RunbookRun):
     fig.tight_layout()
     plt.close(fig)  # returned, so Jupyter shows it once
     return fig
+
+
+# The least time a timeline shows: one event (or a burst within a second) is drawn in a minute of context, where
+# matplotlib's default limits for a single date span years.
+MIN_TIMELINE_SPAN = "1min"
+
+
+def _fit_time_axis(ax, times) -> None:
+    """x-limits around ``times`` with a margin, at least :data:`MIN_TIMELINE_SPAN` wide."""
+    import pandas as pd
+
+    if not times:
+        return
+    first, last = min(times), max(times)
+    margin = max((last - first) * 0.05, (pd.Timedelta(MIN_TIMELINE_SPAN) - (last - first)) / 2, pd.Timedelta(0))
+    ax.set_xlim(first - margin, last + margin)
 
 
 def _note(text: str):
@@ -263,6 +304,7 @@ def event_timeline(run: RunbookRun, title: str = "Warnings, errors and failures 
         ax.scatter(pd.to_datetime(ev.ts), ypos[key[0]], color=color, s=40 if key in evidence else 14,
                    marker="D" if key in evidence else "o", label=None if label in seen else label, zorder=3)
         seen.add(label)
+    _fit_time_axis(ax, [pd.to_datetime(ev.ts) for ev in rows])
     # A '$' pair in a file name would be read as matplotlib math markup (mis-drawn, or a parse error).
     ax.set_yticks(range(len(files)), [f.replace("$", r"\$") for f in files], fontsize=8)
     ax.set_title(title)

@@ -7,6 +7,7 @@ import pathlib
 import shutil
 import signal
 import socket
+import sys
 import subprocess
 import threading
 import time
@@ -40,11 +41,13 @@ def test_triage_with_a_finding_writes_report_patches_and_executed_notebook(spark
     html = pathlib.Path(run["html"]).read_text()
     assert "storage-unwritable" in html and "<img" in html
     assert "open_runbook(" not in html, "setup code is hidden in the HTML"
-    diff = (out / "patches" / "flink-conf.yaml.diff").read_text()
-    # A store that refuses writes gets no tolerance (it would only hide the fault); retention lets the job resume.
+    # The fix is to make the store writable (an action, no configuration file); retention, which lets the job
+    # resume, is the restart-strategy finding's hardening. A store that refuses writes gets no tolerance.
+    assert not (out / "patches" / "flink-conf.yaml.diff").exists()
+    diff = (out / "patches" / "hardening" / "flink-conf.yaml.diff").read_text()
     assert "tolerable-failed-checkpoints" not in diff
     assert "+execution.checkpointing.externalized-checkpoint-retention: RETAIN_ON_CANCELLATION" in diff
-    assert "flinkConfiguration" in (out / "patches" / "flinkdeployment-patch.yaml").read_text()
+    assert "flinkConfiguration" in (out / "patches" / "hardening" / "flinkdeployment-patch.yaml").read_text()
     md = (out / "report.md").read_text()
     assert md.index("Primary") < md.index("Evidence") and "flink-flink-standalonesession-0-vm.log:412" in md
     assert sorted((p, p.stat().st_mtime_ns) for p in src.rglob("*")) == before, "inputs untouched"
@@ -361,3 +364,33 @@ def test_a_runbook_named_without_a_notebook_leaves_report_json_saying_the_run_fa
         triage([str(example(SLUG, "healthy"))], out, runbooks=["not-a-runbook"], runbooks_dir=TEST_NOTEBOOKS)
     doc = json.loads((out / "report.json").read_text())
     assert doc["status"] == "failed" and "no runbook notebook for not-a-runbook" in doc["error"]
+
+
+@pytest.mark.notebook
+def test_a_successful_papermill_run_ends_without_a_keyboard_interrupt_error(tmp_path):
+    import nbformat
+
+    incident = example("user-code-exception", "poison-record-1.20")
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("from flink_runbooks import notebook as nb\n"
+                                  f"run = nb.open_runbook('user-code-exception', [{str(incident)!r}])"),
+        # what ipykernel logs when jupyter_client's interrupt before shutdown lands while it handles a message
+        nbformat.v4.new_code_cell("get_ipython().kernel.log.error('KeyboardInterrupt caught in kernel.')"),
+    ]
+    source = tmp_path / "runbook.ipynb"
+    nbformat.write(notebook, source)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "lib")}
+    done = subprocess.run([sys.executable, "-m", "papermill", str(source), str(tmp_path / "out.ipynb"), "-k", "flink-runbooks",
+                           "--no-progress-bar"], capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert "KeyboardInterrupt" not in done.stderr and "ERROR" not in done.stderr
+
+
+def test_a_failed_runs_error_is_not_the_interrupt_sent_at_shutdown(tmp_path):
+    from flink_runbooks.apps.notebook_runner import papermill_error
+
+    stderr = ("Executing notebook with kernel: flink-runbooks\n"
+              "the kernel went away\n"
+              "[IPKernelApp] ERROR | KeyboardInterrupt caught in kernel.\n")
+    assert papermill_error(tmp_path / "never-written.ipynb", stderr) == "the kernel went away"

@@ -111,7 +111,8 @@ def papermill_error(executed: pathlib.Path, stderr: str) -> str:
                     return f"cell {index}: {output.get('ename')}: {output.get('evalue')}"
     except Exception:
         pass
-    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    # the interrupt jupyter_client sends every kernel before shutting it down is no error of the notebook's
+    lines = [line for line in stderr.strip().splitlines() if line.strip() and "KeyboardInterrupt caught in kernel" not in line]
     for line in reversed(lines):
         if re.search(r"Error|Exception|died|Dead", line):
             return line.strip()[:500]

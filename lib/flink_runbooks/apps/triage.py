@@ -18,11 +18,12 @@ from typing import Callable, Sequence
 
 from flink_runbooks.apps.notebook_runner import run_notebook
 from flink_runbooks.diagnose import Diagnosis, run_detectors
-from flink_runbooks.model import Finding, Patch
+from flink_runbooks.model import Patch
 from flink_runbooks.vocabulary.versions import FlinkVersion
-from flink_runbooks.render.patches import render_config_diff, render_flinkdeployment_patch, render_kafka_properties
+from flink_runbooks.render.patches import (fix_and_hardening, render_config_diff, render_flinkdeployment_patch,
+                                          render_kafka_properties)
 from flink_runbooks.parse.redact import redact_text
-from flink_runbooks.render.markdown import render_markdown
+from flink_runbooks.render.markdown import HARDENING_PREFIX, render_markdown
 from flink_runbooks.render.notebook_html import render_html
 from flink_runbooks.render.report import diagnosis_dict
 
@@ -278,18 +279,18 @@ def _run_notebook(source: pathlib.Path, out_dir: pathlib.Path, cache: pathlib.Pa
     return result
 
 
-def merge_patches(findings: Sequence[Finding]) -> list[Patch]:
-    """All findings' patches, one per (target, key): the primary finding's proposal wins a conflict."""
-    merged: dict[tuple[str, str], Patch] = {}
-    for f in sorted(findings, key=lambda f: not f.primary):
-        for p in f.patches:
-            merged.setdefault((p.target, p.key), p)
-    return list(merged.values())
-
-
 def write_patches(diagnosis: Diagnosis, directory: pathlib.Path) -> dict[str, str]:
-    """The combined config diff, FlinkDeployment merge patch and Kafka properties, each only when needed."""
-    patches = merge_patches(diagnosis.findings)
+    """The fix's patch files (the primary finding's configuration changes) in ``directory``, and hardening's (what
+    the other findings propose) apart in ``directory/hardening``: a config diff, a FlinkDeployment merge patch and
+    Kafka properties, each only when needed. Keys of hardening files start with ``hardening_``."""
+    fix, hardening = fix_and_hardening(diagnosis.findings)
+    written = _write_patch_files(diagnosis, fix, directory)
+    hardening_files = _write_patch_files(diagnosis, [p for _, p in hardening], directory / "hardening")
+    written.update({HARDENING_PREFIX + name: path for name, path in hardening_files.items()})
+    return written
+
+
+def _write_patch_files(diagnosis: Diagnosis, patches: Sequence[Patch], directory: pathlib.Path) -> dict[str, str]:
     version = FlinkVersion.parse(diagnosis.incident.flink_version)
     written: dict[str, str] = {}
     flink = [p for p in patches if p.target == "flink"]

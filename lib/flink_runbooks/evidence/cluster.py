@@ -598,7 +598,9 @@ def restart_budget(incident: Incident, fault_times: list[str | None], *, infrast
                                              if infrastructure else ".")),
         ("restart-strategy.exponential-delay.max-backoff", format_duration(max_backoff),
          f"Cap the pause at twice the observed trouble span ({format_duration(round_up(span_ms, 1000))}), "
-         f"between 1 and 30 min."),
+         f"between 1 and 30 min." if span_ms else
+         # one fault, or faults without times: no span to scale by (a "0 ms" span would read as a measurement)
+         f"Cap the pause at {format_duration(max_backoff)}: the faults seen give no time span to scale it by."),
         ("restart-strategy.exponential-delay.backoff-multiplier", "2.0", "Double the pause after each failed attempt."),
         ("restart-strategy.exponential-delay.reset-backoff-threshold", "1 h",
          "After an hour without failure the pause starts again from the initial backoff."),

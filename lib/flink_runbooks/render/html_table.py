@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import re
 from typing import Any, Collection, Mapping, Sequence
 
 # Log text keeps its line breaks and indentation and wraps instead of running off the page.
@@ -41,3 +42,45 @@ def html_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None 
     body = "".join("<tr>" + "".join(cell(c, row.get(c)) for c in columns) + "</tr>" for row in rows)
     attrs = f' class="{html.escape(css_class, quote=True)}"' if css_class else ""
     return f"<table{attrs}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+_BYTES = re.compile(r"^(\d+)\s*b(?:ytes?)?$", re.IGNORECASE)
+_BINARY_UNITS = (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10))
+
+
+def fact_text(value: Any) -> str:
+    """A measured fact in words, for a table a person reads: yes/no instead of True/False, ``name: count`` pairs
+    instead of a Python dict, a list as a comma-separated line ("none" when empty), a byte count in KiB/MiB/GiB
+    beside the value as written."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, Mapping):
+        return "; ".join(f"{fact_text(k)}: {fact_text(v)}" for k, v in value.items()) or "none"
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(fact_text(v) for v in value) or "none"
+    if isinstance(value, float):
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    if isinstance(value, int):
+        return f"{value:,}" if abs(value) >= 100_000 else str(value)
+    text = str(value)
+    m = _BYTES.match(text.strip())
+    if m:
+        size = int(m.group(1))
+        unit, factor = next(((u, f) for u, f in _BINARY_UNITS if size >= f), ("bytes", 1))
+        if factor > 1:
+            return f"{size / factor:,.1f}".removesuffix(".0") + f" {unit} ({text})"
+    return text
+
+
+def diff_html(diff: str) -> str:
+    """A unified diff as ``<pre class="patch-diff">``, each line escaped and marked as added, removed, a hunk
+    header or a file name, so a page can colour it as a review tool does."""
+    def line_html(line: str) -> str:
+        kind = ("diff-file" if line.startswith(("+++", "---")) else "diff-add" if line.startswith("+")
+                else "diff-del" if line.startswith("-") else "diff-hunk" if line.startswith("@@") else "")
+        text = html.escape(line, quote=True)
+        return f'<span class="{kind}">{text}</span>' if kind else text
+
+    return '<pre class="patch-diff">' + "\n".join(line_html(line) for line in diff.rstrip("\n").split("\n")) + "</pre>"

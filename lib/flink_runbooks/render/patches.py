@@ -8,14 +8,14 @@ from __future__ import annotations
 import difflib
 import json
 import os
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import yaml
 
 from flink_runbooks.vocabulary import keys
 from flink_runbooks.parse.config import (ConfigError, EffectiveConfig, YamlEntry, detect_conf_format, line_end, line_start,
                      parse_flat_conf, yaml_layout)
-from flink_runbooks.model import Patch
+from flink_runbooks.model import Finding, Patch
 from flink_runbooks.vocabulary.versions import FlinkVersion
 from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_text, redact_value
 
@@ -401,3 +401,33 @@ def apply_to_config(patches: Iterable[Patch], config: EffectiveConfig) -> dict[s
         if patch.proposed is not None:
             flat[patch.key] = patch.proposed
     return dict(sorted(flat.items()))
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# fixes and hardening
+
+CONFIG_TARGETS = ("flink", "kafka")  # a key set to a value: rendered as a diff, a merge patch or properties
+ACTION_TARGETS = ("ops", "code")  # something to do (a command, a change to the job's code): rendered as an action
+
+
+def is_action(patch: Patch) -> bool:
+    """An operations or code action: its ``key`` says what to do, its ``snippet`` how; it has no value to set."""
+    return patch.target in ACTION_TARGETS
+
+
+def fix_and_hardening(findings: Sequence[Finding]) -> tuple[list[Patch], list[tuple[Finding, Patch]]]:
+    """The primary finding's proposals (the fix, as the finding orders them) and every other finding's (hardening:
+    worth doing once the incident is over, never mistaken for the fix), one per ``(target, key)``: a key the fix sets
+    is not repeated as hardening, and among other findings the first to propose a key keeps it."""
+    primary = next((f for f in findings if f.primary), None)
+    fix = list(primary.patches) if primary is not None else []
+    taken = {(p.target, p.key) for p in fix}
+    hardening: list[tuple[Finding, Patch]] = []
+    for finding in findings:
+        if finding is primary:
+            continue
+        for patch in finding.patches:
+            if (patch.target, patch.key) not in taken:
+                taken.add((patch.target, patch.key))
+                hardening.append((finding, patch))
+    return fix, hardening
