@@ -371,6 +371,9 @@ class Patch:
     ``target`` says where the change lives: ``flink`` (the Flink configuration file / FlinkDeployment),
     ``kafka`` (Kafka client properties of a KafkaSource/KafkaSink), ``code`` (job code, see ``snippet``) or
     ``ops`` (an operational action outside configuration).
+
+    ``urgent`` false marks an action that prevents the next incident rather than ending this one (an alert, a
+    deployment rule, an upgrade): it is shown once the incident is over, never under "Do now".
     """
 
     target: str
@@ -380,6 +383,7 @@ class Patch:
     current: str | None = None
     current_source: str | None = None
     snippet: str | None = None
+    urgent: bool = True
 
 
 @dataclass(frozen=True)

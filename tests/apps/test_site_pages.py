@@ -150,6 +150,28 @@ def test_the_paste_page_says_plainly_when_nothing_in_the_catalogue_matches(page,
     assert "best match" not in page.locator("#trace-results").inner_text()
 
 
+PLANTED = '<img src="planted.png" onerror="window.planted = 1"><b id="planted">bold</b>'
+
+
+def test_markup_in_a_pasted_trace_shows_as_text(page):
+    """A trace carries whatever the job logged; markup in it is shown, never run or drawn."""
+    trace = _rocksdb_restore_trace().replace("bad checksum type", "bad checksum type " + PLANTED, 1)
+    _paste(page, trace)
+    results = page.locator("#trace-results")
+    assert results.locator("li[data-slug]").first.get_attribute("data-slug") == ROCKSDB_RESTORE
+    assert results.locator("img, #planted").count() == 0
+    assert '<b id="planted">bold</b>' in results.inner_text()
+    assert page.evaluate("() => window.planted") is None
+
+
+def test_markup_typed_into_the_search_shows_as_text(page):
+    page.open("index.html")
+    page.fill("#search-input", PLANTED)
+    page.locator("#search-results .empty").wait_for()
+    assert page.locator("#search-results img, #planted").count() == 0
+    assert page.evaluate("() => window.planted") is None
+
+
 def test_an_empty_search_points_to_the_paste_page(page):
     page.open("index.html")
     page.fill("#search-input", "zzqx nothing like this")

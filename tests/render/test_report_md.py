@@ -83,6 +83,33 @@ def test_a_restart_cap_from_one_fault_claims_no_measured_span(tmp_path):
     assert do_now.lstrip().startswith("1. **restart from an older snapshot**")
 
 
+def test_prevention_is_apart_from_do_now(tmp_path):
+    _, md = _report(example("user-code-exception", "poison-record-1.20"), tmp_path)
+    primary = md.split("\n## ", 2)[1]
+    assert "### Once the incident is over" in primary
+    assert "alert on restarts" in primary.split("### Once the incident is over", 1)[1]
+    assert "alert on restarts" not in primary.split("### Once the incident is over", 1)[0]
+
+
+def test_the_hardening_diff_applies_after_the_fix(tmp_path):
+    """Both diffs start from what the user has: applied one after the other, as a reader would, both apply."""
+    import subprocess
+
+    incident = example("rocksdb-restore-corruption", "remote-checkpoint-corrupt-v1.20")
+    report, _ = _report(incident, tmp_path / "out")
+    config = tmp_path / "conf"
+    config.mkdir()
+    source = report.diagnosis.incident.config.file_path
+    original = pathlib.Path(source).read_text() if source else ""
+    (config / "flink-conf.yaml").write_text(original)
+    for diff in ("flink-conf.yaml.diff", "hardening/flink-conf.yaml.diff"):
+        done = subprocess.run(["patch", "-p1", "--forward", "-i", str(tmp_path / "out" / "patches" / diff)],
+                              cwd=config, capture_output=True, text=True)
+        assert done.returncode == 0 and "offset" not in done.stdout and "fuzz" not in done.stdout, done.stdout
+    patched = (config / "flink-conf.yaml").read_text()
+    assert "execution.checkpointing.num-retained: 3" in patched and "restart-strategy.type: exponential-delay" in patched
+
+
 def test_placeholders_in_the_catalogues_words_stay_visible(tmp_path):
     report, md = _report(example("sql-connector-missing", "connector-jar-missing-2.3"), tmp_path)
     text = BeautifulSoup(_viewer_html(md), features="html.parser").get_text()

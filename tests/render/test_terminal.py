@@ -37,6 +37,19 @@ def test_do_now_comes_on_the_first_screen_after_the_headline(spark, capsys, monk
     assert do_now < config < evidence, "actions, then the configuration change, then the evidence"
 
 
+def test_prevention_is_not_under_do_now(spark, capsys, monkeypatch):
+    """A poison record: skip or fix it now; an alert on restarts is for the next incident, after the fix."""
+    path = example("user-code-exception", "poison-record-1.20")
+    monkeypatch.chdir(path.parent)
+    _, out = diagnose_text(capsys, monkeypatch, path.name)
+    primary = out.split("\n[also]", 1)[0].split("\n[warning]", 1)[0]
+    do_now = primary.split("  Do now:\n", 1)[1].split("\n  ", 1)[0] if "  Do now:" in primary else ""
+    assert "alert on restarts" not in do_now
+    later = primary.index("  Once the incident is over:")
+    assert primary.index("    1. alert on restarts: ", later) > later
+    assert "FlinkJobRestarting" not in primary, "its rule waits for --verbose"
+
+
 def test_the_summary_of_what_was_read_comes_last_and_short(spark, capsys, monkeypatch, restore_incident):
     _, out = diagnose_text(capsys, monkeypatch, restore_incident)
     tail = out.splitlines()[-6:]
@@ -70,8 +83,10 @@ def test_verbose_shows_the_long_form(spark, capsys, monkeypatch, restore_inciden
     assert len(verbose.splitlines()) > len(short.splitlines())
     assert "1 action(s) and 5 change(s) proposed: --verbose shows them" in short
     assert "--verbose" not in verbose
-    # a secondary finding's actions and every line of a trace
-    assert verbose.count("  Do now:") >= 2 and "Caused by: java.io.IOException: Error while opening RocksDB" in verbose
+    # a secondary finding's actions, said to be hardening rather than the fix, and every line of a trace
+    assert verbose.count("  Do now:") == 1 and "  Actions (hardening, not the fix):" in verbose
+    assert verbose.index("  Do now:") < verbose.index("[also]") < verbose.index("(hardening, not the fix)")
+    assert "Caused by: java.io.IOException: Error while opening RocksDB" in verbose
 
 
 def test_an_undetermined_primary_does_not_read_like_a_verdict(spark, capsys, monkeypatch):
@@ -113,6 +128,16 @@ def test_wrapping_never_cuts_a_word_and_ends_a_cut_with_an_ellipsis():
     words = set(text.split())
     assert all(w in words for line in lines for w in line.replace(" …", "").split())
     assert lines[-1].endswith(" …")
+
+
+def test_a_file_name_longer_than_the_line_stays_whole_to_be_copied():
+    from flink_runbooks.render.terminal import _wrap
+
+    path = "/tmp/pytest-of-root/pytest-303/popen-gw0/test_file_names_in_warnings_st0/passwd"
+    lines = _wrap(f"{path}: unknown log layout, read as plain text", 40, "      ", first="warning: ", whole_words=True)
+    assert lines[0] == f"warning: {path}:", lines
+    # log text keeps to the width: a long word in it is split
+    assert all(len(line) <= 40 for line in _wrap(f"logged {path}", 40, "  "))
 
 
 def test_no_control_character_from_a_log_reaches_the_terminal(tmp_path):

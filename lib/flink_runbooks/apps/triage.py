@@ -285,12 +285,14 @@ def write_patches(diagnosis: Diagnosis, directory: pathlib.Path) -> dict[str, st
     Kafka properties, each only when needed. Keys of hardening files start with ``hardening_``."""
     fix, hardening = fix_and_hardening(diagnosis.findings)
     written = _write_patch_files(diagnosis, fix, directory)
-    hardening_files = _write_patch_files(diagnosis, [p for _, p in hardening], directory / "hardening")
+    # hardening's diff starts where the fix's ends: applied one after the other, both apply
+    hardening_files = _write_patch_files(diagnosis, [p for _, p in hardening], directory / "hardening", after=fix)
     written.update({HARDENING_PREFIX + name: path for name, path in hardening_files.items()})
     return written
 
 
-def _write_patch_files(diagnosis: Diagnosis, patches: Sequence[Patch], directory: pathlib.Path) -> dict[str, str]:
+def _write_patch_files(diagnosis: Diagnosis, patches: Sequence[Patch], directory: pathlib.Path, *,
+                       after: Sequence[Patch] = ()) -> dict[str, str]:
     version = FlinkVersion.parse(diagnosis.incident.flink_version)
     written: dict[str, str] = {}
     flink = [p for p in patches if p.target == "flink"]
@@ -300,7 +302,7 @@ def _write_patch_files(diagnosis: Diagnosis, patches: Sequence[Patch], directory
     directory.mkdir(parents=True, exist_ok=True)
     if flink:
         cfg = diagnosis.incident.config
-        diff = render_config_diff(flink, cfg, version)
+        diff = render_config_diff(flink, cfg, version, after=after)
         name = pathlib.Path(cfg.file_path).name if cfg.file_path else "flink-config"
         written["config_diff"] = _write(directory / f"{name}.diff", diff)
         written["flinkdeployment"] = _write(directory / "flinkdeployment-patch.yaml",

@@ -167,8 +167,9 @@ class Detector:
         return Patch(target="code", key=key, proposed=None, reason=reason, snippet=snippet)
 
     @staticmethod
-    def ops_patch(key: str, reason: str, snippet: str | None = None) -> Patch:
-        return Patch(target="ops", key=key, proposed=None, reason=reason, snippet=snippet)
+    def ops_patch(key: str, reason: str, snippet: str | None = None, *, urgent: bool = True) -> Patch:
+        """An operational action; ``urgent`` false for prevention, done once the incident is over."""
+        return Patch(target="ops", key=key, proposed=None, reason=reason, snippet=snippet, urgent=urgent)
 
 
 def template_fields(where: str, template: str) -> set[str]:

@@ -265,7 +265,7 @@ class CheckpointAsyncMaterializeFailure(Detector):
             patches.append(self.ops_patch("the first failure of the checkpoint",
                                           self.say("first failure", ended=ended)))
             if legacy is not False:
-                patches.append(self.ops_patch("upgrade to Flink 1.9 or later", self.say("upgrade")))
+                patches.append(self.ops_patch("upgrade to Flink 1.9 or later", self.say("upgrade"), urgent=False))
         elif cause in ("storage-unwritable", "storage-io-error"):
             kind = (storage_error(lead.text) or ("io", ""))[0]
             patches += storage_actions(self, kind, lead.text, directory)

@@ -276,7 +276,7 @@ class CheckpointDeclinedTaskNotReady(Detector):
             if version is not None and version < (1, 14):
                 patches.append(self.ops_patch(
                     "upgrade for checkpoints after tasks finish",
-                    self.say("upgrade")))
+                    self.say("upgrade"), urgent=False))
             elif flag is not True:
                 patches.append(self.flink_patch(
                     incident, FLIP147_KEY, "true",

@@ -346,7 +346,8 @@ class CheckpointExpired(Detector):
                             incident, "taskmanager.network.memory.buffer-debloat.enabled", "true",
                             self.say("debloat")))
             else:
-                patches.append(self.ops_patch("upgrade for unaligned checkpoints", self.say("upgrade for unaligned")))
+                patches.append(self.ops_patch("upgrade for unaligned checkpoints", self.say("upgrade for unaligned"),
+                                              urgent=False))
             patches.append(self.ops_patch(
                 "find the backpressured operator", self.say("find the backpressured operator"),
                 snippet="curl -s http://<jobmanager>:8081/jobs/<job-id>/vertices/<vertex-id>/backpressure"))

@@ -407,7 +407,7 @@ class ClassloadingConflict(Detector):
         if cause == "duplicate-class-lib-and-job-jar":
             out.append(self.ops_patch(
                 "keep the library in one place",
-                self.say("one place", package=p.package)))
+                self.say("one place", package=p.package), urgent=False))
             if p.package:
                 current = incident.config.get("classloader.parent-first-patterns.additional")
                 value = f"{current.rstrip(';')};{p.package}." if current else f"{p.package}."
@@ -475,7 +475,8 @@ class ClassloadingConflict(Detector):
                 "watch Metaspace over resubmissions",
                 self.say("watch metaspace"),
                 snippet="jcmd <taskmanager pid> VM.classloader_stats | grep -c ChildFirstClassLoader\n"
-                        "curl -s http://<tm>:<port>/taskmanagers/<id>/metrics?get=Status.JVM.Memory.Metaspace.Used"))
+                        "curl -s http://<tm>:<port>/taskmanagers/<id>/metrics?get=Status.JVM.Memory.Metaspace.Used",
+                urgent=False))
         else:
             out.append(compare)
         return out

@@ -462,5 +462,5 @@ class OomJavaHeap(Detector):
         if value:
             patches.append(self.flink_patch(incident, key, value, self.say("jobmanager heap dump")))
         if len(oom.submissions_before(incident, None)) > 1:
-            patches.append(self.ops_patch("one job per cluster", self.say("one job per cluster")))
+            patches.append(self.ops_patch("one job per cluster", self.say("one job per cluster"), urgent=False))
         return patches

@@ -369,7 +369,7 @@ class TaskCancellationTimeout(Detector):
         elif cause == "blocked-in-framework":
             top = decisive.top(3) if decisive else "?"
             patches.append(self.ops_patch("take thread dumps while a cancellation hangs",
-                                          self.say("thread dumps", top=top)))
+                                          self.say("thread dumps", top=top), urgent=False))
         patches.append(self.ops_patch(
             "restart the lost TaskManager", self.say("restart the lost TaskManager"),
             snippet="bin/taskmanager.sh start"))

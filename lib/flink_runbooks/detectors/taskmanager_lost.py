@@ -276,7 +276,8 @@ class TaskManagerLost(Detector):
                 snippet="kubectl get events -A --field-selector involvedObject.kind=Node\n"
                         "kubectl describe node <node>   # Conditions, Events"))
         if cause == "stopped-while-running":
-            patches.append(self.ops_patch("stop TaskManagers only after draining them", self.say("drain first")))
+            patches.append(self.ops_patch("stop TaskManagers only after draining them", self.say("drain first"),
+                                          urgent=False))
         if cause in ("network-partition", "tm-unresponsive"):
             gap = ctx.silence_s() if ctx else None
             current, proposed = cluster.heartbeat_timeout_proposal(incident, gap)

@@ -286,7 +286,7 @@ class UserCodeException(Detector):
                 "find the poison record", self.say("look for the record")))
         if cause != "undetermined":
             out.append(self.ops_patch(
-                "alert on restarts", self.say("alert on restarts"), snippet=ALERT_SNIPPET))
+                "alert on restarts", self.say("alert on restarts"), snippet=ALERT_SNIPPET, urgent=False))
         return out
 
 

@@ -106,8 +106,9 @@ def config_change_lines(patches: Sequence[Patch]) -> list[str]:
 
 def finding_markdown(finding: Finding, *, level: int = 2, proposals: bool = True, evidence: bool = True,
                      config_diff: str | None = None, input_root: str | None = None) -> list[str]:
-    """One finding as Markdown, what to do first: headline, verdict and confidence, the actions ("Do now"), the
-    configuration change (with ``config_diff`` when given), then the evidence. The one rendering of a finding that
+    """One finding as Markdown, what to do first: headline, verdict and confidence, the urgent actions ("Do now"),
+    the configuration change (with ``config_diff`` when given), what prevents the next incident ("Once the incident
+    is over"), then the evidence. The one rendering of a finding that
     report.md and the pages built from it share (:func:`finding_html`). ``proposals`` false leaves the changes out
     (a secondary finding's go under hardening), ``evidence`` false the evidence (a verdict at the top of a page).
     Evidence files under ``input_root`` are named relative to it."""
@@ -119,14 +120,17 @@ def finding_markdown(finding: Finding, *, level: int = 2, proposals: bool = True
              prose(finding.summary), ""]
     if finding.would_change:
         lines += [f"What would change the verdict: {prose(finding.would_change)}", ""]
-    actions = [p for p in finding.patches if is_action(p)]
+    actions = [p for p in finding.patches if is_action(p) and p.urgent]
     config = [p for p in finding.patches if not is_action(p)]
+    prevention = [p for p in finding.patches if is_action(p) and not p.urgent]
     if proposals and actions:
         lines += [f"{h}# Do now", "", *action_lines(actions), ""]
     if proposals and config:
         lines += [f"{h}# Configuration change (a proposal: nothing was modified)", "", *config_change_lines(config), ""]
         if config_diff:
             lines += [*code_block(config_diff.rstrip("\n"), info="diff"), ""]
+    if proposals and prevention:
+        lines += [f"{h}# Once the incident is over", "", *action_lines(prevention, numbered=False), ""]
     if evidence and finding.evidence:
         lines += [f"{h}# Evidence", ""]
         for e in finding.evidence:

@@ -264,10 +264,12 @@ def apply_patches_to_text(patches: Iterable[Patch], text: str, path: str, fmt: s
     return text, notes
 
 
-def render_config_diff(patches: Iterable[Patch], config: EffectiveConfig | None, version: VersionLike) -> str:
+def render_config_diff(patches: Iterable[Patch], config: EffectiveConfig | None, version: VersionLike, *,
+                       after: Iterable[Patch] = ()) -> str:
     """A unified diff of the ``flink`` patches against the user's config file (or an empty one); "" when no change.
 
     Without a known file the diff creates ``flink-conf.yaml`` (version < 1.19 or unknown) or ``config.yaml``.
+    ``after``: changes made first (the fix), so that this diff (hardening) applies on top of theirs.
     """
     flink = _of_target(patches, "flink")
     if not flink:
@@ -275,6 +277,8 @@ def render_config_diff(patches: Iterable[Patch], config: EffectiveConfig | None,
     v = FlinkVersion.parse(version)
     name, old, fmt = _target_file(config, v)
     path = config.file_path if config is not None and config.file_path else name
+    if _of_target(after, "flink"):
+        old, _ = apply_patches_to_text(_of_target(after, "flink"), old, path, fmt, v)
     new, notes = apply_patches_to_text(flink, old, path, fmt, v)
     new_lines = _redacted_lines(new, fmt, path) + notes
     diff = difflib.unified_diff(_redacted_lines(old, fmt, path), new_lines,

@@ -12,7 +12,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Sequence
 
-from flink_runbooks.model import Diagnosis, Finding
+from flink_runbooks.model import Diagnosis, Finding, Patch
 from flink_runbooks.parse.redact import redact_text
 from flink_runbooks.render.patches import render_config_diff, render_kafka_properties
 from flink_runbooks.vocabulary.versions import FlinkVersion
@@ -94,14 +94,16 @@ def _relative_to_inputs(text: str, inputs: Sequence[ShownInput]) -> str:
     return text
 
 
-def _wrap(text: str, width: int, indent: str, *, first: str | None = None, max_lines: int | None = None) -> list[str]:
-    """``text`` wrapped at word boundaries to ``width`` (a word longer than a line is split, nothing else); a cut
-    (``max_lines``) ends on a whole word and an ellipsis."""
+def _wrap(text: str, width: int, indent: str, *, first: str | None = None, max_lines: int | None = None,
+          whole_words: bool = False) -> list[str]:
+    """``text`` wrapped at word boundaries to ``width`` (a word longer than a line is split, nothing else, unless
+    ``whole_words``: a file name must stay one word to be copied, even past the width); a cut (``max_lines``) ends on
+    a whole word and an ellipsis."""
     first = indent if first is None else first
     out: list[str] = []
     for paragraph in text.split("\n") or [""]:
         out += textwrap.wrap(paragraph, width=width, initial_indent=first if not out else indent,
-                             subsequent_indent=indent, break_on_hyphens=False, break_long_words=True,
+                             subsequent_indent=indent, break_on_hyphens=False, break_long_words=not whole_words,
                              drop_whitespace=True) or [(first if not out else indent).rstrip()]
     if max_lines is not None and len(out) > max_lines:
         kept = out[:max_lines]
@@ -129,11 +131,11 @@ class _Lines:
         return printable(_relative_to_inputs((redact_text(text) or text) if mask else text, self.inputs))
 
     def add(self, text: str = "", *, indent: str = "", first: str | None = None, max_lines: int | None = None,
-            style: str = "") -> None:
+            style: str = "", whole_words: bool = False) -> None:
         if not text and first is None:
             self.lines.append("")
             return
-        wrapped = _wrap(text, self.width, indent, first=first, max_lines=max_lines)
+        wrapped = _wrap(text, self.width, indent, first=first, max_lines=max_lines, whole_words=whole_words)
         self.lines += [self._styled(line, style) for line in wrapped]
 
     def verbatim(self, text: str, indent: str) -> None:
@@ -201,27 +203,26 @@ def _finding(out: _Lines, f: Finding, diagnosis: Diagnosis, *, full: bool, verbo
         if todo:
             out.add(" and ".join(todo) + " proposed: --verbose shows them", indent="  ")
         return
-    if actions:
-        out.add("  Do now:")
-        for i, p in enumerate(actions, 1):
-            out.add(out.clean(f"{p.key}: {p.reason}"), first=f"    {i}. ", indent="       ")
-            if p.snippet:
-                out.verbatim(out.clean(p.snippet), "         ")
+    # only the primary finding's proposals are the fix; another finding's are hardening, said so in each heading
+    apart = "" if f.primary else " (hardening, not the fix)"
+    _actions(out, [p for p in actions if p.urgent], "  Do now:" if f.primary else f"  Actions{apart}:")
     flink = [p for p in f.patches if p.target == "flink"]
     if flink:
         inc = diagnosis.incident
-        out.add("  Configuration change (proposed, not applied):")
+        out.add(f"  Configuration change{apart or ' (proposed, not applied)'}:")
         out.verbatim(out.clean(render_config_diff(flink, inc.config, FlinkVersion.parse(inc.flink_version))), "    ")
     kafka = [p for p in f.patches if p.target == "kafka"]
     if kafka:
-        out.add("  Kafka client properties (proposed, not applied):")
+        out.add(f"  Kafka client properties{apart or ' (proposed, not applied)'}:")
         out.verbatim(out.clean(render_kafka_properties(kafka).get("properties", "")), "    ")
     if code:
-        out.add("  Job code:")
+        out.add(f"  Job code{apart}:")
         for p in code:
             out.add(out.clean(f"{p.key}: {p.reason}"), first="    - ", indent="      ")
             if p.snippet and verbose:
                 out.verbatim(out.clean(p.snippet), "        ")
+    # prevention's commands wait for --verbose: they would push the evidence off the first screen
+    _actions(out, [p for p in actions if not p.urgent], "  Once the incident is over:", snippets=verbose)
     out.add(out.clean(f.summary), first="  What happened: ", indent="    ", max_lines=None if verbose else 3)
     if f.evidence:
         out.add("  Evidence:")
@@ -229,7 +230,7 @@ def _finding(out: _Lines, f: Finding, diagnosis: Diagnosis, *, full: bool, verbo
         for e in shown:
             where = out.clean(f"{e.file}:{e.line}") + (f"  {e.ts}" if e.ts else "")
             out.add(where + (f"  {out.clean(e.note)}" if e.note else ""), indent="        ", first="    ",
-                    max_lines=None if verbose else 2)
+                    max_lines=None if verbose else 2, whole_words=True)
             lines = [line for line in e.text.split("\n") if line.strip()]
             if not verbose:
                 # the record's own line and the deepest exception of its chain
@@ -241,6 +242,16 @@ def _finding(out: _Lines, f: Finding, diagnosis: Diagnosis, *, full: bool, verbo
     if f.would_change:
         out.add(out.clean(f.would_change), first="  Would change the verdict: ", indent="    ",
                 max_lines=None if verbose else 2)
+
+
+def _actions(out: _Lines, actions: Sequence[Patch], heading: str, *, snippets: bool = True) -> None:
+    if not actions:
+        return
+    out.add(heading)
+    for i, p in enumerate(actions, 1):
+        out.add(out.clean(f"{p.key}: {p.reason}"), first=f"    {i}. ", indent="       ")
+        if p.snippet and snippets:
+            out.verbatim(out.clean(p.snippet), "         ")
 
 
 def _without_head(line: str, ts: str | None) -> str:
@@ -265,7 +276,8 @@ def _inputs(out: _Lines, diagnosis: Diagnosis, *, verbose: bool) -> None:
             indent="      ")
     relative = next((s.label for s in out.inputs if s.relative), None)
     if relative:
-        out.add(f"Paths are relative to {printable(relative, newlines=False)}/", first="", indent="      ")
+        out.add(f"Paths are relative to {printable(relative, newlines=False)}/", first="", indent="      ",
+                whole_words=True)
     for warning in list(inc.warnings) + list(diagnosis.errors):
         text = out.clean(warning, mask=False)
         skipped = _SKIPPED.fullmatch(text)
@@ -279,4 +291,4 @@ def _inputs(out: _Lines, diagnosis: Diagnosis, *, verbose: bool) -> None:
                     + (f" and {rest} more (--verbose)" if rest else ""))
             out.add(text, first="Skipped ", indent="      ", max_lines=2)
             continue
-        out.add(text, first="warning: ", indent="      ", max_lines=None if verbose else 3)
+        out.add(text, first="warning: ", indent="      ", max_lines=None if verbose else 3, whole_words=True)
