@@ -5,9 +5,10 @@ from __future__ import annotations
 import contextlib
 import http.server
 import pathlib
-import threading
 import urllib.parse
 from typing import Iterator
+
+from support import loopback_server
 
 RESPONSES = pathlib.Path(__file__).resolve().parent / "collect" / "rest_responses"
 # Flink 1.20.3 and 2.3.0, a job whose checkpoints expire until it fails over and whose task then hangs in
@@ -43,10 +44,5 @@ def replayed_cluster(folder: pathlib.Path) -> Iterator[str]:
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_server(Handler) as server:
+        yield f"http://127.0.0.1:{server.server_port}"

@@ -29,18 +29,25 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 
 
 @contextlib.contextmanager
-def serve_directory(directory: pathlib.Path) -> Iterator[str]:
-    """``directory`` over HTTP on 127.0.0.1 (a free port) for as long as the block runs; yields its base URL."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                             functools.partial(_QuietHandler, directory=str(directory)))
+def loopback_server(handler) -> Iterator[http.server.ThreadingHTTPServer]:
+    """``handler`` (a request handler class) serving on 127.0.0.1, a free port, for as long as the block runs; yields
+    the server (its ``server_port``; a test may shut it down early to play a server that goes away)."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}/"
+        yield server
     finally:
         server.shutdown()
         thread.join()
         server.server_close()
+
+
+@contextlib.contextmanager
+def serve_directory(directory: pathlib.Path) -> Iterator[str]:
+    """``directory`` over HTTP on 127.0.0.1 (a free port) for as long as the block runs; yields its base URL."""
+    with loopback_server(functools.partial(_QuietHandler, directory=str(directory))) as server:
+        yield f"http://127.0.0.1:{server.server_port}/"
 
 
 @contextlib.contextmanager
@@ -143,11 +150,5 @@ class RecordedCluster(http.server.BaseHTTPRequestHandler):
 def recorded_cluster() -> Iterator[str]:
     """A loopback HTTP server answering the pull's GETs with the recorded responses; yields its URL."""
     RecordedCluster.faults, RecordedCluster.seen = {}, []
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RecordedCluster)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with loopback_server(RecordedCluster) as server:
+        yield f"http://127.0.0.1:{server.server_port}"

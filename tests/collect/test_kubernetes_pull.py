@@ -7,10 +7,11 @@ import json
 import pathlib
 import subprocess
 import sys
-import threading
 
 import pytest
 import yaml
+
+from support import loopback_server
 
 KUBERNETES = pathlib.Path(__file__).parent / "kubernetes"
 POD = json.loads((KUBERNETES / "pod-taskmanager-crashloop.json").read_text())
@@ -21,7 +22,9 @@ DEPLOYMENT["spec"]["flinkConfiguration"]["s3.secret-key"] = "planted-secret-valu
 LOG = "2024-05-01 10:03:50,001 INFO  org.apache.flink.runtime.taskexecutor.TaskExecutor [] - password=hunter3\n"
 
 
-def _server(answers: dict[str, tuple[int, object]]):
+def _api_server(answers: dict[str, tuple[int, object]]):
+    """A loopback API server answering each path with its recorded status and document (404 otherwise)."""
+
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self):  # noqa: N802 (the http.server API)
             path = self.path.split("?")[0]
@@ -38,9 +41,7 @@ def _server(answers: dict[str, tuple[int, object]]):
         def log_message(self, *args):
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
+    return loopback_server(Handler)
 
 
 def _kubeconfig(tmp_path, port: int) -> pathlib.Path:
@@ -73,8 +74,7 @@ def _cli(*args, env=None):
 
 
 def test_a_flinkdeployment_is_pulled_into_a_bundle_that_diagnoses(tmp_path):
-    server = _server(_answers())
-    try:
+    with _api_server(_answers()) as server:
         config = _kubeconfig(tmp_path, server.server_port)
         run = _cli("pull", "k8s://streaming/orders", "--out", str(tmp_path / "bundle"), "--kubeconfig", str(config))
         assert run.returncode == 0, run.stderr
@@ -88,54 +88,44 @@ def test_a_flinkdeployment_is_pulled_into_a_bundle_that_diagnoses(tmp_path):
             assert secret not in written
         report = json.loads(_cli("diagnose", str(tmp_path / "bundle"), "--format", "json").stdout)
         assert report["findings"][0]["runbook"] == "container-memory-exceeded"
-    finally:
-        server.shutdown()
 
 
 def test_an_unknown_object_is_one_line_and_exit_2(tmp_path):
-    server = _server({"/api/v1/namespaces/streaming/pods": (200, {"apiVersion": "v1", "kind": "PodList",
-                                                                   "metadata": {}, "items": []})})
-    try:
+    with _api_server({"/api/v1/namespaces/streaming/pods": (200, {"apiVersion": "v1", "kind": "PodList",
+                                                                   "metadata": {}, "items": []})}) as server:
         run = _cli("pull", "k8s://streaming/nothing", "--out", str(tmp_path / "b"), "--kubeconfig",
                    str(_kubeconfig(tmp_path, server.server_port)))
-    finally:
-        server.shutdown()
     assert run.returncode == 2
     assert run.stderr.strip() == "flink-runbooks: no FlinkDeployment, FlinkSessionJob or pod named nothing in namespace streaming " \
                                  "(k8s://streaming/nothing, context lab)"
 
 
 def test_forbidden_events_are_named_and_the_rest_is_pulled(tmp_path):
-    server = _server(_answers(events_status=403))
-    try:
+    with _api_server(_answers(events_status=403)) as server:
         run = _cli("pull", "k8s://streaming/orders", "--out", str(tmp_path / "b"), "--kubeconfig",
                    str(_kubeconfig(tmp_path, server.server_port)))
-    finally:
-        server.shutdown()
     assert run.returncode == 0
     assert "HTTP 403" in run.stderr and "forbidden" in run.stderr
     assert (tmp_path / "b" / "log" / POD_NAME / "flink-main-container.log").is_file()
 
 
 def test_a_server_that_goes_away_leaves_a_partial_bundle(tmp_path):
-    answers = _answers()
-    server = _server(answers)
-    config = _kubeconfig(tmp_path, server.server_port)
     from flink_runbooks.collect import kubernetes
 
     real = kubernetes._Session.call
+    with _api_server(_answers()) as server:
+        def call(self, path, fn, *args, **kwargs):
+            if "/log" in path:  # the server goes away before the first log is read
+                server.shutdown()
+                server.server_close()
+            return real(self, path, fn, *args, **kwargs)
 
-    def call(self, path, fn, *args, **kwargs):
-        if "/log" in path:  # the server goes away before the first log is read
-            server.shutdown()
-            server.server_close()
-        return real(self, path, fn, *args, **kwargs)
-
-    kubernetes._Session.call = call
-    try:
-        report = kubernetes.pull("k8s://streaming/orders", tmp_path / "b", kubeconfig=str(config), timeout=3)
-    finally:
-        kubernetes._Session.call = real
+        kubernetes._Session.call = call
+        try:
+            report = kubernetes.pull("k8s://streaming/orders", tmp_path / "b",
+                                     kubeconfig=str(_kubeconfig(tmp_path, server.server_port)), timeout=3)
+        finally:
+            kubernetes._Session.call = real
     manifest = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert report.partial and manifest["partial"]
     assert (tmp_path / "b" / "kubernetes" / "pods.json").is_file()
@@ -162,12 +152,9 @@ def test_a_log_over_the_cap_keeps_its_newest_lines_redacted(tmp_path):
                        f"[] - line {i} password=hunter3\n" for i in range(20_000))
     answers = _answers()
     answers[f"/api/v1/namespaces/streaming/pods/{POD_NAME}/log"] = (200, long_log)
-    server = _server(answers)
-    try:
+    with _api_server(answers) as server:
         report = kubernetes.pull("k8s://streaming/orders", tmp_path / "bundle",
                                  kubeconfig=str(_kubeconfig(tmp_path, server.server_port)), max_log_bytes=64 << 10)
-    finally:
-        server.shutdown()
     kept = (tmp_path / "bundle" / "log" / POD_NAME / "flink-main-container.log").read_text()
     assert len(kept.encode()) <= 64 << 10
     assert kept.splitlines()[0].startswith("2024-05-01") and kept.splitlines()[-1].split(" - ")[1].startswith("line 19999")
