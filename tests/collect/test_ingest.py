@@ -154,3 +154,23 @@ def test_docker_compose_prefixed_log(spark, tmp_path):
     inc = ingest([str(tmp_path)], spark)
     failed = next(ev for ev in inc.events if "switched from RUNNING to FAILED on" in ev.message)
     assert [c.cls for c in failed.chain] == ["java.lang.RuntimeException", "java.lang.IllegalStateException"]
+
+
+def test_an_elasticsearch_export_of_flink_records_is_diagnosed_on_both_paths(spark, tmp_path):
+    """A log store's export (one JSON document per record, the trace folded into its message) names the failure
+    as the log it came from would, in this process and through Spark."""
+    import json
+
+    from flink_runbooks.diagnose import run_detectors
+
+    trace = ("org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.\n"
+             "\tat org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter("
+             "CheckpointFailureManager.java:212)\n"
+             "Caused by: java.io.IOException: Mkdirs failed to create file:/ckpt/chk-3")
+    hits = [{"_index": "flink-2024.03.05", "_source": {"@timestamp": "2024-03-05T11:02:17.433Z", "message": (
+        "2024-03-05 11:02:17,433 INFO  org.apache.flink.runtime.jobmaster.JobMaster [] - "
+        "Trying to recover from a global failure.\n" + trace)}}]
+    _write(tmp_path / "export.ndjson", "\n".join(json.dumps(h) for h in hits) + "\n")
+    for path in (None, spark):
+        primary = run_detectors(ingest([str(tmp_path)], path)).primary
+        assert primary is not None and primary.runbook == "checkpoint-tolerable-failure-threshold"

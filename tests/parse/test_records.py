@@ -1,6 +1,8 @@
 """Multi-line record assembly: chains, truncation, orphans, bare excerpts."""
 from __future__ import annotations
 
+import pytest
+
 from flink_runbooks.parse.records import RecordAssembler, assemble
 
 TOLERABLE_JM = """\
@@ -149,6 +151,43 @@ def test_docker_json_log_lines_are_read_as_the_lines_they_wrap():
     [rec] = assemble(lines)
     assert rec.level == "WARN" and [c["kind"] for c in rec.chain] == ["top", "caused_by"]
     assert rec.frames == ["at com.acme.A.b(A.java:1)"]
+
+
+_FLINK_LINE = "2024-03-05 11:02:17,433 WARN  org.apache.flink.runtime.taskmanager.Task [] - Map (1/1)#0 switched " \
+              "from RUNNING to FAILED with failure cause:"
+_SHIPPED_TRACE = "java.io.IOException: Could not flush\n\tat com.acme.Sink.flush(Sink.java:7)\n" \
+                 "Caused by: java.net.SocketTimeoutException: Read timed out\n\tat java.net.Socket.read(Socket.java:1)"
+_LOGGER = "org.apache.flink.runtime.taskmanager.Task"
+# How log shippers and log stores export one Flink record whose trace was folded into the same document (their
+# documented field names): the process's own line in a field, or the fields apart with the trace in one of them.
+SHIPPED_EXPORTS = {
+    "fluent-bit multiline, kubernetes filter": {"date": 1709636537.433, "log": _FLINK_LINE + "\n" + _SHIPPED_TRACE,
+                                                "kubernetes": {"pod_name": "orders-taskmanager-1-1"}},
+    "docker json-file joined by a multiline parser": {"log": _FLINK_LINE + "\n" + _SHIPPED_TRACE + "\n",
+                                                      "stream": "stdout", "time": "2024-03-05T11:02:17.433Z"},
+    "Elasticsearch hit": {"_index": "logs-flink", "_id": "x1", "_source": {
+        "@timestamp": "2024-03-05T11:02:17.433Z", "message": _FLINK_LINE + "\n" + _SHIPPED_TRACE}},
+    "Google Cloud Logging text entry": {"textPayload": _FLINK_LINE + "\n" + _SHIPPED_TRACE, "severity": "WARNING",
+                                        "timestamp": "2024-03-05T11:02:17.433Z"},
+    "CloudWatch export": {"timestamp": 1709636537433, "message": _FLINK_LINE + "\n" + _SHIPPED_TRACE},
+    "ECS, nested error": {"@timestamp": "2024-03-05T11:02:17.433Z", "log": {"level": "WARN", "logger": _LOGGER},
+                          "message": "Map (1/1)#0 switched from RUNNING to FAILED with failure cause:",
+                          "error": {"stack_trace": _SHIPPED_TRACE}},
+    "message holding its trace": {"@timestamp": "2024-03-05T11:02:17.433Z", "level": "WARN", "logger_name": _LOGGER,
+                                  "message": "Map (1/1)#0 switched from RUNNING to FAILED with failure cause:\n"
+                                             + _SHIPPED_TRACE},
+}
+
+
+@pytest.mark.parametrize("shape", SHIPPED_EXPORTS)
+def test_a_record_exported_by_a_log_shipper_keeps_its_trace(shape):
+    import json
+
+    [rec] = assemble([json.dumps(SHIPPED_EXPORTS[shape])])
+    assert rec.level == "WARN" and rec.ts.startswith("2024-03-05 11:02:17"), (rec.level, rec.ts)
+    assert rec.message.startswith("Map (1/1)#0 switched from RUNNING to FAILED")
+    assert [c["cls"] for c in rec.chain] == ["java.io.IOException", "java.net.SocketTimeoutException"]
+    assert rec.frames[0] == "at com.acme.Sink.flush(Sink.java:7)"
 
 
 def test_kubernetes_prefixed_stack_traces_stay_one_record():

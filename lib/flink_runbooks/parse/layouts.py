@@ -17,6 +17,7 @@ Supported layouts (a sample of each is in the docstring of :func:`parse_header` 
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -273,9 +274,39 @@ _JSON_FIELDS = {
     "level": ("level", "messageType", "severity", "log.level"),
     "logger": ("loggerName", "logger", "logger_name", "log.logger"),
     "thread": ("thread", "threadName", "thread_name"),
-    "message": ("message", "msg", "@message"),
+    "message": ("message", "msg", "@message", "log", "textPayload", "MESSAGE"),
     "exception": ("throwableInformation", "thrown", "exception", "stack_trace", "stackTrace", "error.stack_trace"),
 }
+# Exports that wrap the shipped record in an envelope: an Elasticsearch/OpenSearch hit, a Google Cloud Logging entry.
+_JSON_ENVELOPES = ("_source", "jsonPayload")
+
+
+def _json_field(rec: dict, name: str):
+    """``rec[name]``, or a dotted name's nested value (``error.stack_trace`` as ``{"error": {"stack_trace": …}}``)."""
+    if name in rec:
+        return rec[name]
+    value = rec
+    for part in name.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def _embedded_record(text: str) -> Header | None:
+    """A whole log line carried in a JSON field (a log shipper's ``log`` or ``message``, a container runtime's line),
+    read as the line it is; what was logged under it (its stack trace) on the following lines becomes the record's
+    exception text. None when the field's first line is no log record of a known layout."""
+    first, _, rest = text.strip("\r\n").partition("\n")
+    if first.lstrip().startswith("{"):
+        return None
+    header = parse_header(first)
+    if header is None or header.layout in ("bare", "timestamped"):
+        return None
+    if rest.strip():
+        header = dataclasses.replace(header, exception_text="\n".join(
+            t for t in (header.exception_text, rest.rstrip("\r\n")) if t))
+    return header
 
 
 def _loads_cut(text: str):
@@ -310,14 +341,23 @@ def _parse_json(text: str) -> Header | None:
         return None
     inner = docker_json_line(rec)
     if inner is not None:
-        header = parse_header(inner)
+        header = _embedded_record(inner) or parse_header(inner.split("\n", 1)[0])
         return header if header is not None else Header(None, None, None, None, inner.strip(), "json-file")
+    for envelope in _JSON_ENVELOPES:
+        if isinstance(rec.get(envelope), dict):
+            rec = {**{k: v for k, v in rec.items() if k != envelope}, **rec[envelope]}
 
     def pick(name: str):
         for key in _JSON_FIELDS[name]:
-            if key in rec and rec[key] not in (None, ""):
-                return rec[key]
+            value = _json_field(rec, key)
+            if value not in (None, ""):
+                return value
         return None
+
+    message = pick("message")
+    embedded = _embedded_record(message) if isinstance(message, str) else None
+    if embedded is not None:  # the shipper kept the process's own line: its fields are the record's
+        return dataclasses.replace(embedded, layout="json")
 
     ts = pick("ts")
     if isinstance(ts, dict) and "epochSecond" in ts:  # log4j2 JsonLayout "instant"
@@ -330,6 +370,9 @@ def _parse_json(text: str) -> Header | None:
     if exc is None:  # a field name nobody anticipated: any value that is a whole stack trace
         exc = next((v for v in rec.values() if isinstance(v, str) and "\n" in v
                     and (_JAVA_CLASS.match(v.lstrip()) or _SIMPLE_CLASS_RE.match(v.lstrip()))), None)
+    if exc is None and isinstance(message, str) and "\n" in message.strip("\r\n"):
+        # one field holds the record's line and what was logged under it (its trace): read like a log's lines
+        message, _, exc = message.strip("\r\n").partition("\n")
     if isinstance(exc, dict):  # log4j2 JsonLayout "thrown": {name, message, extendedStackTrace...}
         parts = [f"{exc.get('name', '')}: {exc.get('message', '')}".strip(": ")]
         exc = "\n".join(parts + [str(v) for k, v in exc.items() if k in ("extendedStackTrace", "stackTrace") and isinstance(v, str)])
@@ -341,7 +384,7 @@ def _parse_json(text: str) -> Header | None:
         _level(str(level)) if level else None,
         str(pick("logger")) if pick("logger") else None,
         str(pick("thread")) if pick("thread") else None,
-        str(pick("message") or ""),
+        str(message or ""),
         "json",
         str(exc) if exc else None,
     )

@@ -177,7 +177,7 @@ class RecordAssembler:
         if text is not None and text.startswith('{"log"'):
             # A container runtime's JSON record wraps one line of the process's output: judge that line.
             inner = docker_json_line(text)
-            if inner is not None:
+            if inner is not None and "\n" not in inner:  # several lines (a shipper joined a trace) are read as JSON
                 text, is_header = inner, is_header_line(inner)
         if is_header:
             done = self._flush()
