@@ -159,3 +159,32 @@ def test_genuine_healthy_local_checkpoints_give_nothing(spark):
     inc = ingest([str(example(SLUG, "healthy-1.20"))], spark)
     assert any("Hadoop is not in the classpath" in ev.text for ev in inc.events)
     assert run_detectors(inc).findings == []
+
+
+OLD_S3 = ("org.apache.flink.core.fs.UnsupportedFileSystemSchemeException: Could not find a file system implementation "
+          "for scheme 's3'. The scheme is not directly supported by Flink and no Hadoop file system to support this "
+          "scheme could be loaded.\nCaused by: org.apache.flink.core.fs.UnsupportedFileSystemSchemeException: Hadoop is "
+          "not in the classpath/dependencies.")
+
+
+def test_a_release_before_plugins_is_told_to_put_the_jar_into_lib():
+    """Flink 1.8 has no plugins/ folder: the S3 jar goes from opt/ into lib/."""
+    incident = ingest([str(example(SLUG, "s3-jar-not-in-lib-1.8"))])
+    [f] = get_detector(SLUG).detect(incident)
+    assert f.root_cause.slug == "filesystem-jar-not-in-lib"
+    [copy] = f.patches
+    assert copy.snippet == "cp $FLINK_HOME/opt/flink-s3-fs-hadoop-1.8.3.jar $FLINK_HOME/lib/"
+    assert "plugins/" not in copy.snippet and "ENABLE_BUILT_IN_PLUGINS" not in f.summary
+
+
+def test_the_same_jar_in_lib_before_plugins_is_not_moved_to_plugins():
+    [f] = get_detector(SLUG).detect(incident_from_text(OLD_S3, {}, "1.8.3"))
+    assert f.root_cause.slug == "filesystem-jar-not-in-lib"
+    [g] = get_detector(SLUG).detect(incident_from_text(_jm(OLD_S3, lib="flink-s3-fs-hadoop-1.8.3.jar"), {}, "1.8.3"))
+    assert g.root_cause.slug == "undetermined" and not any("plugins/" in (p.snippet or "") for p in g.patches)
+
+
+def test_an_old_wording_without_a_release_names_both_places():
+    [f] = get_detector(SLUG).detect(incident_from_text(OLD_S3))
+    assert f.root_cause.slug == "plugin-not-installed"
+    assert "before 1.9 there are no plugins and the jar goes into lib/" in f.summary

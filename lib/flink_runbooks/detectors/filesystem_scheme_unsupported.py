@@ -4,6 +4,7 @@ Flink serves ``s3``/``s3a``/``s3p``/``gs``/``oss``/``abfs``/``wasb`` only throug
 ``plugins/`` each), ``hdfs`` and the rest through Hadoop when Hadoop is on the classpath. Causes told apart from the
 exception, the scheme, the ``Classpath:`` line and the plugin folders every process logs at start:
 - ``plugin-not-installed``: the scheme is one Flink serves through a plugin, and no such plugin folder was loaded;
+- ``filesystem-jar-not-in-lib``: a release before plugins (before 1.9) whose file system jar is not in lib/;
 - ``plugin-jar-in-lib``: the plugin's jar is on the classpath (lib/) instead of in its own plugins/ subfolder;
 - ``wrong-scheme``: the scheme is none Flink or Hadoop knows and is a misspelling of one that is (``gcs`` for ``gs``);
 - ``hadoop-not-on-classpath``: a scheme only Hadoop serves (``hdfs``, ``viewfs``...) and no Hadoop on the classpath;
@@ -19,6 +20,7 @@ from flink_runbooks.evidence import dependencies
 from flink_runbooks.evidence.episodes import failure_events, is_excerpt
 from flink_runbooks.evidence.faults import user_frames
 from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.vocabulary.versions import FlinkVersion
 from flink_runbooks.vocabulary.wordings import Wording
 
 SLUG = "filesystem-scheme-unsupported"
@@ -54,6 +56,9 @@ PATH_KEYS = ("execution.checkpointing.dir", "execution.checkpointing.savepoint-d
              "jobmanager.archive.fs.dir", "historyserver.archive.fs.dir")
 
 _INSTALL = "ops:install the file system plugin"
+_INTO_LIB = "ops:copy the file system jar into lib/"
+# Plugins (plugins/<name>/) exist since Flink 1.9 (FLINK-11952); before, a file system's jar is loaded from lib/.
+FIRST_PLUGIN_RELEASE = (1, 9)
 _HADOOP = "ops:put Hadoop on the classpath"
 
 
@@ -63,8 +68,8 @@ class FilesystemSchemeUnsupported(Detector):
     category = "dependencies"
     meaning = ("A path's scheme (s3://, gs://, hdfs://...) has no file system implementation in this process: its "
                "plugin is not in plugins/, Hadoop is not on the classpath, or the scheme is misspelled.")
-    versions = ("1.10 – 2.x (S3 only as a plugin since 1.10; the message names the plugins since 1.12, checked in "
-                "1.10.3, 1.12.5, 1.17.2, 1.20.3 and 2.3.0)")
+    versions = ("1.4 – 2.x (file system jars in lib/ before 1.9, S3 only as a plugin since 1.10; the message names "
+                "the plugins since 1.12, checked in 1.10.3, 1.12.5, 1.17.2, 1.20.3 and 2.3.0)")
     exception_classes = ("org.apache.flink.core.fs.UnsupportedFileSystemSchemeException",
                          "org.apache.hadoop.fs.UnsupportedFileSystemException")
     config_keys = (
@@ -110,6 +115,12 @@ class FilesystemSchemeUnsupported(Detector):
                   "'The scheme is directly supported by Flink through the following plugin(s)', and no plugin folder "
                   "of that name among those the process loaded (nor its jar on the classpath).",
                   patches=(_INSTALL,)),
+        RootCause("filesystem-jar-not-in-lib",
+                  "A release before plugins (Flink before 1.9): the scheme's file system jar is not in lib/ of the "
+                  "process that needed it.",
+                  "A scheme Flink serves with its own jar (s3, oss, abfs...), no such jar on the classpath, and a "
+                  "release before 1.9 (from the logs or --flink-version).",
+                  patches=(_INTO_LIB,), versions="1.4 – 1.8"),
         RootCause("plugin-jar-in-lib",
                   "The plugin's jar is in lib/ (on the classpath) instead of in its own plugins/ subfolder: file "
                   "systems of this family load only as plugins.",
@@ -154,6 +165,13 @@ class FilesystemSchemeUnsupported(Detector):
                                 "installed{seen}. Copy one from opt/ into its own folder plugins/<name>/ on every "
                                 "JobManager and TaskManager (on Kubernetes/Docker: ENABLE_BUILT_IN_PLUGINS="
                                 "{plugin}-{version}.jar).",
+        "filesystem-jar-not-in-lib": "{head}: Flink {version} has no plugins yet (they arrived in 1.9): the file "
+                                     "system's jar {plugin}-{version}.jar is loaded from lib/, and it is not there. "
+                                     "Copy it from opt/ into lib/ on every JobManager and TaskManager.",
+        "old wording": " The message's wording is Flink's before 1.12: before 1.9 there are no plugins and the jar "
+                       "goes into lib/ instead (pass --flink-version to be told which).",
+        "into lib": "Before Flink 1.9 a file system's jar is loaded from lib/, on every JobManager and TaskManager "
+                    "(images included); the jar is in the distribution's opt/ folder.",
         "folders loaded": "; the plugin folders it loaded were {folders}",
         "no folder loaded": "; it loaded no plugin folder at all",
         "plugin-jar-in-lib": "{head}: {jar} is on the classpath (lib/) instead of in its own folder under plugins/. "
@@ -211,6 +229,9 @@ class FilesystemSchemeUnsupported(Detector):
             cause = "job-uses-hadoop-without-jars" if user_frames(event) or not reading.get("flink") else "hadoop-not-on-classpath"
         elif scheme and scheme not in KNOWN_SCHEMES and suggestion:
             cause = "wrong-scheme"
+        elif scheme in PLUGIN_SCHEMES and reading["kind"] == "flink" and _before_plugins(incident):
+            # the jar in lib/ is where such a release loads it from: something else is missing
+            cause = "undetermined" if in_lib else "filesystem-jar-not-in-lib"
         elif scheme in PLUGIN_SCHEMES and reading["kind"] == "flink":
             cause = "plugin-jar-in-lib" if in_lib else "plugin-not-installed"
         elif reading["kind"] == "hadoop-no-fs" or (reading["kind"] == "flink" and hadoop):
@@ -261,8 +282,11 @@ class FilesystemSchemeUnsupported(Detector):
         if cause == "plugin-not-installed":
             seen = (self.say("folders loaded", folders=", ".join(sorted(loaded))) if loaded else
                     self.say("no folder loaded") if loaded is not None else "")
+            old = "" if incident.flink_version or reading.get("plugins") else self.say("old wording")
             return self.say(cause, head=head, scheme=scheme, plugins=", ".join(plugins), seen=seen, plugin=plugins[0],
-                            version=version)
+                            version=version) + old
+        if cause == "filesystem-jar-not-in-lib":
+            return self.say(cause, head=head, plugin=plugins[0], version=version)
         if cause == "plugin-jar-in-lib":
             return self.say(cause, head=head, jar=in_lib[0][1].rsplit("/", 1)[-1],
                             folder=plugins[0].removeprefix("flink-"))
@@ -281,7 +305,8 @@ class FilesystemSchemeUnsupported(Detector):
     def _patches(self, incident, cause, scheme, plugins, suggestion, configured, in_lib):
         version = incident.flink_version or "<version>"
         out = []
-        if cause in ("plugin-not-installed", "undetermined", "hadoop-connector-missing") and plugins:
+        if cause in ("plugin-not-installed", "undetermined", "hadoop-connector-missing") and plugins \
+                and not _before_plugins(incident):
             name = plugins[0]
             out.append(self.ops_patch(
                 "install the file system plugin", self.say("install"),
@@ -290,6 +315,9 @@ class FilesystemSchemeUnsupported(Detector):
                          f"# Docker / Kubernetes (official image): env ENABLE_BUILT_IN_PLUGINS={name}-{version}.jar\n"
                          f"# Flink Kubernetes Operator: spec.podTemplate ... env: [{{name: ENABLE_BUILT_IN_PLUGINS, "
                          f"value: {name}-{version}.jar}}]")))
+        if cause == "filesystem-jar-not-in-lib":
+            out.append(self.ops_patch("copy the file system jar into lib/", self.say("into lib"),
+                                      snippet=f"cp $FLINK_HOME/opt/{plugins[0]}-{version}.jar $FLINK_HOME/lib/"))
         if cause == "plugin-jar-in-lib":
             jar = in_lib[0][1]
             name = plugins[0].removeprefix("flink-")
@@ -347,6 +375,12 @@ def _read(ev: Event) -> dict | None:
             flink = any("org.apache.flink.runtime.fs.hdfs" in f for f in ev.frames)
             return {"kind": "hadoop-class", "scheme": None, "text": text, "flink": flink}
     return None
+
+
+def _before_plugins(incident: Incident) -> bool:
+    """Whether the incident's Flink release predates plugins (known, not guessed)."""
+    version = FlinkVersion.parse(incident.flink_version)
+    return version is not None and version < FIRST_PLUGIN_RELEASE
 
 
 def _closest_scheme(scheme: str | None) -> str | None:
