@@ -66,6 +66,21 @@ def test_genuine_top_n_keys_the_upsert_sink_by_partition_and_rank_number(spark):
     assert "PARTITION BY customer ORDER BY <time attribute> ASC" in first.snippet
 
 
+def test_genuine_last_row_deduplication_on_both_releases(spark):
+    for name in ("last-row-dedup-into-files-1.20", "last-row-dedup-into-files-2.3"):
+        primary = run_detectors(ingest([str(example(SLUG, name))], spark)).primary
+        assert (primary.runbook, primary.root_cause.slug) == (SLUG, "rank-into-append-only-sink"), name
+        assert "deduplication keeping the last row" in primary.summary, name  # 2.3 calls it a Rank with rankEnd=1
+        upsert = next(p for p in primary.patches if p.key.startswith("declare the sink's primary key"))
+        assert "PRIMARY KEY (customer) NOT ENFORCED" in upsert.snippet, name
+
+
+def test_genuine_jdbc_sink_without_a_primary_key(spark):
+    primary = run_detectors(ingest([str(example(SLUG, "jdbc-sink-without-key-1.20"))], spark)).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "jdbc-sink-without-primary-key")
+    assert [p.key for p in primary.patches] == ["declare the JDBC table's primary key"]
+
+
 def test_last_row_deduplication_is_told_from_a_top_n():
     node = "Deduplicate(keep=[LastRow], key=[customer], order=[PROCTIME])"
     [f] = _detect(_planner_error(_sink("default_catalog.default_database.latest_orders", "update and delete", node)))
@@ -75,14 +90,21 @@ def test_last_row_deduplication_is_told_from_a_top_n():
     assert "PRIMARY KEY (customer) NOT ENFORCED" in upsert.snippet  # no rank number for a deduplication
 
 
-def test_an_operator_that_needs_inserts_is_named_as_the_refusing_side():
+def test_genuine_over_window_fed_by_a_regular_aggregation(spark):
+    primary = run_detectors(ingest([str(example(SLUG, "over-window-after-aggregation-1.20"))], spark)).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "operator-requires-insert-only-input")
+    assert primary.details["refused by"] == "StreamPhysicalOverAggregate" and "sink table" not in primary.details
+    assert "OverAggregate only consumes inserts" in primary.summary
+    assert {p.key for p in primary.patches} == {"give the operator insert-only input", "aggregate per window instead"}
+    assert not any(p.key.startswith("declare the sink's primary key") for p in primary.patches)
+
+
+def test_an_operator_named_in_the_1_12_form_is_the_refusing_side_too():
     message = ("IntervalJoin doesn't support consuming update changes which is produced by node "
                "GroupAggregate(groupBy=[customer], select=[customer, MAX(ts) AS last_ts])")
-    [f] = _detect(_planner_error(message))
+    [f] = _detect(_planner_error(message), version="1.12.7")
     assert f.root_cause.slug == "operator-requires-insert-only-input"
-    assert f.details["refused by"] == "IntervalJoin" and "sink table" not in f.details
     assert "IntervalJoin only consumes inserts" in f.summary
-    assert {p.key for p in f.patches} == {"give the operator insert-only input", "aggregate per window instead"}
 
 
 def test_match_recognize_is_an_operator_too():

@@ -30,7 +30,8 @@ SLUG = "sql-changelog-sink-mismatch"
 
 # FlinkChangelogModeInferenceProgram.SatisfyModifyKindSetTraitVisitor.createNewNode (1.11 - 2.x):
 #   s"$requester doesn't support consuming $kinds changes which is produced by node ${node.getRelDetailedDescription}"
-# The requester is "Table sink '<identifier>'", an operator's name (the physical node's type without "StreamExec"),
+# The requester is "Table sink '<identifier>'", an operator's physical node type (getNodeName strips "StreamExec", the
+# prefix of 1.11 and 1.12: "OverAggregate" there, "StreamPhysicalOverAggregate" since 1.13, as 1.20.3 logs it),
 # "Match Recognize", or a legacy sink type ("AppendStreamTableSink", "toAppendStream").
 MISMATCH = re.compile(r"(?P<requester>Table sink '[^']*'|Match Recognize|\w+) doesn't support consuming "
                       r"(?P<kinds>update and delete|update|delete) changes which is produced by node"
@@ -203,6 +204,9 @@ class SqlChangelogSinkMismatch(Detector):
         "window":
             "A windowed aggregation emits each window's result once, when the watermark passes the window's end: "
             "its output is insert-only, so the append-only sink can stay.{legacy}",
+        "window for operator":
+            "A windowed aggregation emits each window's result once, when the watermark passes the window's end: "
+            "its output is insert-only, so {refuser} can consume it.",
         "window legacy note": " (before Flink 1.13 the window table functions do not exist: GROUP BY TUMBLE(...) "
                               "is the same insert-only group window)",
         "interval join":
@@ -253,7 +257,8 @@ class SqlChangelogSinkMismatch(Detector):
         table = requester[len("Table sink '"):-1] if sink else None
         to_datastream = bool(table and ANONYMOUS_DATASTREAM.fullmatch(table)) or requester in DATASTREAM_REQUESTERS \
             or (not hits and "toRetractStream" in m.group(0))
-        refuser = requester
+        # the operator as a user writes it: "OverAggregate" of "StreamPhysicalOverAggregate"
+        refuser = requester if sink else requester.removeprefix("StreamPhysical")
         if to_datastream:
             cause = "datastream-conversion-of-updating-table"
         elif not name:
@@ -359,7 +364,7 @@ class SqlChangelogSinkMismatch(Detector):
                                        self.say("append input", refuser=refuser, producer=name)))
             if name in AGGREGATES:
                 out.append(self.code_patch(_WINDOW[5:], _window_sql("<result>", facts.get("group keys") or [], False),
-                                           self.say("window", legacy="")))
+                                           self.say("window for operator", refuser=refuser)))
         return out
 
 
@@ -484,9 +489,10 @@ def _changelog_stream_java() -> str:
 def _append_input_sql(refuser: str, producer: str) -> str:
     return (f"-- {refuser} needs insert-only input; {producer} emits updates.\n"
             f"-- Either apply {refuser} to the source rows first and {producer} after it,\n"
-            f"-- or replace {producer} by an insert-only form: a window aggregation\n"
-            f"-- (FROM TABLE(TUMBLE(...)) GROUP BY window_start, window_end, ...) or a deduplication that keeps\n"
-            f"-- the first row (ROW_NUMBER() OVER (PARTITION BY ... ORDER BY <time attribute> ASC) = 1).")
+            f"-- or replace {producer} by an insert-only form:\n"
+            f"--   a window aggregation: FROM TABLE(TUMBLE(...)) GROUP BY window_start, window_end, ...\n"
+            f"--   a first-row deduplication:\n"
+            f"--     ROW_NUMBER() OVER (PARTITION BY ... ORDER BY <time attribute> ASC) = 1")
 
 
 def _jdbc_ddl() -> str:
