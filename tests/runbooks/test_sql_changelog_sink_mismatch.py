@@ -99,6 +99,21 @@ def test_genuine_over_window_fed_by_a_regular_aggregation(spark):
     assert not any(p.key.startswith("declare the sink's primary key") for p in primary.patches)
 
 
+def test_a_first_row_deduplication_that_updates_is_not_told_to_keep_the_first_row():
+    # 1.x emits updates from a first-row deduplication on event time
+    node = "Deduplicate(keep=[FirstRow], key=[customer], order=[ROWTIME])"
+    [f] = _detect(_planner_error(_sink("default_catalog.default_database.first_orders", "update and delete", node)))
+    assert f.root_cause.slug == "rank-into-append-only-sink" and "keeping the first row" in f.summary
+    assert [p.key for p in f.patches] == ["declare the sink's primary key and use a sink that consumes updates"]
+
+
+def test_a_limit_that_only_passes_updates_on_is_undetermined():
+    node = "Limit(offset=[0], fetch=[10])"
+    [f] = _detect(_planner_error(_sink("default_catalog.default_database.sample", "update", node)))
+    assert f.root_cause.slug == "undetermined" and f.details["producing operator"] == "Limit"
+    assert "EXPLAIN CHANGELOG_MODE" in f.summary
+
+
 def test_an_operator_named_in_the_1_12_form_is_the_refusing_side_too():
     message = ("IntervalJoin doesn't support consuming update changes which is produced by node "
                "GroupAggregate(groupBy=[customer], select=[customer, MAX(ts) AS last_ts])")

@@ -42,10 +42,12 @@ LEGACY_APPEND = re.compile(r"AppendStreamTableSink requires that Table has only 
 # flink-connector-jdbc, JdbcDynamicTableSink.validatePrimaryKey (since the connector's first release, FLINK-17029).
 JDBC_NO_KEY = re.compile(r"please declare primary key for sink table when query contains update/delete record")
 
+# Regular aggregations. A group window (GroupWindowAggregate) only updates with early/late firing or an updating
+# input, and a Limit or a Union only passes its input's updates on: those stay undetermined.
 AGGREGATES = ("GroupAggregate", "GlobalGroupAggregate", "IncrementalGroupAggregate", "PythonGroupAggregate",
-              "GroupTableAggregate", "PythonGroupTableAggregate", "GroupWindowAggregate", "PythonGroupWindowAggregate")
+              "GroupTableAggregate", "PythonGroupTableAggregate")
 JOINS = ("Join", "MultiJoin")
-RANKS = ("Rank", "Deduplicate", "SortLimit", "Limit", "Sort")
+RANKS = ("Rank", "Deduplicate", "SortLimit")
 CHANGELOG_SOURCES = ("TableSourceScan", "ChangelogNormalize", "DataStreamScan", "LegacyTableSourceScan",
                      "DropUpdateBefore")
 DATASTREAM_REQUESTERS = ("toAppendStream", "AppendStreamTableSink", "StreamTableSink")
@@ -140,7 +142,9 @@ class SqlChangelogSinkMismatch(Detector):
         RootCause("jdbc-sink-without-primary-key",
                   "The JDBC sink writes updates only by key, and its table declares no PRIMARY KEY.",
                   "flink-connector-jdbc's 'please declare primary key for sink table' check.",
-                  patches=(_JDBC_KEY,)),
+                  patches=(_JDBC_KEY,),
+                  versions="1.11 – 2.x (the JDBC connector's check since its first release, FLINK-17029; read in its "
+                           "3.3.0 source)"),
         RootCause("undetermined",
                   "A sink or operator refused the query's changes, but the logs do not say which node produced them.",
                   "The wording without its 'which is produced by node ...' part, or a node this runbook does not "
@@ -181,6 +185,9 @@ class SqlChangelogSinkMismatch(Detector):
         "undetermined":
             "{refuser} does not accept the query's {kinds} changes, and the logs do not say which node produces "
             "them.",
+        "undetermined node":
+            "{refuser} does not accept the {kinds} changes of {node}: a node this runbook cannot tell the cause "
+            "from (it may pass on the updates of a node before it).",
         "legacy refuser": "A legacy append-only sink (AppendStreamTableSink)",
         "to append stream": "toAppendStream",
         "some changes": "update or delete",
@@ -192,7 +199,8 @@ class SqlChangelogSinkMismatch(Detector):
         "the query": "the query",
         "top-n": "Top-N",
         "last-row deduplication": "deduplication keeping the last row",
-        "first-row deduplication": "deduplication",
+        "first-row deduplication": "deduplication keeping the first row (on event time before 2.x; with "
+                                   "mini-batch or an updating input on 2.x)",
         "note refused": "{refuser} refuses {kinds} changes from {producer}",
         "excerpt": "This is an excerpt: the planning process's log was not part of it.",
         "upsert sink":
@@ -300,6 +308,8 @@ class SqlChangelogSinkMismatch(Detector):
             summary = self.say(cause, refuser=refuser, node=node_text if name else self.say("the query"), kinds=kinds)
         elif cause == "operator-requires-insert-only-input":
             summary = self.say(cause, refuser=refuser, node=node_text, kinds=kinds, producer=name)
+        elif name:
+            summary = self.say("undetermined node", refuser=refuser, kinds=kinds, node=node_text)
         else:
             summary = self.say("undetermined", refuser=refuser, kinds=kinds)
         patches = self._patches(incident, cause, refuser, table, name, facts, keys)
@@ -351,7 +361,7 @@ class SqlChangelogSinkMismatch(Detector):
                                        self.say("window", legacy=self.say("window legacy note") if legacy else "")))
         elif cause == "regular-join-into-append-only-sink":
             out.append(self.code_patch(_INTERVAL_JOIN[5:], _interval_join_sql(), self.say("interval join")))
-        elif cause == "rank-into-append-only-sink":
+        elif cause == "rank-into-append-only-sink" and facts.get("keeps") != "FirstRow":
             out.append(self.code_patch(_FIRST_ROW[5:], _first_row_sql(facts.get("partition keys") or []),
                                        self.say("first row")))
         elif cause == "changelog-source-into-append-only-sink":
@@ -393,7 +403,7 @@ def _node_facts(name: str, args: str) -> dict:
     facts: dict = {}
     if name in AGGREGATES:
         facts["group keys"] = _bracketed(args, "groupBy") or _bracketed(args, "finalAggGrouping") or []
-    elif name in ("Rank", "SortLimit", "Limit", "Sort"):
+    elif name in ("Rank", "SortLimit"):
         facts["partition keys"] = _bracketed(args, "partitionBy") or []
         end = re.search(r"rankEnd=(\d+)", args)
         if end:
