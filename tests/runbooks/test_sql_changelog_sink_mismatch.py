@@ -114,10 +114,10 @@ def test_a_limit_that_only_passes_updates_on_is_undetermined():
     assert "EXPLAIN CHANGELOG_MODE" in f.summary
 
 
-def test_an_operator_named_in_the_1_12_form_is_the_refusing_side_too():
+def test_an_operator_named_in_the_1_11_form_is_the_refusing_side_too():
     message = ("IntervalJoin doesn't support consuming update changes which is produced by node "
                "GroupAggregate(groupBy=[customer], select=[customer, MAX(ts) AS last_ts])")
-    [f] = _detect(_planner_error(message), version="1.12.7")
+    [f] = _detect(_planner_error(message), version="1.11.4")
     assert f.root_cause.slug == "operator-requires-insert-only-input"
     assert "IntervalJoin only consumes inserts" in f.summary
 

@@ -31,12 +31,12 @@ SLUG = "sql-changelog-sink-mismatch"
 # FlinkChangelogModeInferenceProgram.SatisfyModifyKindSetTraitVisitor.createNewNode (1.11 - 2.x):
 #   s"$requester doesn't support consuming $kinds changes which is produced by node ${node.getRelDetailedDescription}"
 # The requester is "Table sink '<identifier>'", an operator's physical node type (getNodeName strips "StreamExec", the
-# prefix of 1.11 and 1.12: "OverAggregate" there, "StreamPhysicalOverAggregate" since 1.13, as 1.20.3 logs it),
+# prefix of 1.11.4's nodes: "OverAggregate" there, "StreamPhysicalOverAggregate" in 1.15.4 to 2.3.0, as 1.20.3 logs it),
 # "Match Recognize", or a legacy sink type ("AppendStreamTableSink", "toAppendStream").
 MISMATCH = re.compile(r"(?P<requester>Table sink '[^']*'|Match Recognize|\w+) doesn't support consuming "
                       r"(?P<kinds>update and delete|update|delete) changes which is produced by node"
                       r"(?: (?P<node>(?P<node_name>\w+)(?:\((?P<args>.*))?))?")
-# The legacy planner's and legacy sinks' checks (CommonExecLegacySink, StreamExecLegacySink before 1.15).
+# The legacy sinks' checks (StreamExecLegacySink in 1.11.4, CommonExecLegacySink in 1.15.4, 1.20.3 and 2.3.0).
 LEGACY_APPEND = re.compile(r"AppendStreamTableSink requires that Table has only insert changes"
                            r"|Table is not an append-only table\. Use the toRetractStream\(\)")
 # flink-connector-jdbc, JdbcDynamicTableSink.validatePrimaryKey (since the connector's first release, FLINK-17029).
@@ -71,8 +71,8 @@ class SqlChangelogSinkMismatch(Detector):
     meaning = ("A streaming query produces update or delete changes (a regular aggregation, join, Top-N, "
                "deduplication or a changelog source) and the table sink or the next operator only accepts inserts: "
                "the planner rejects the statement.")
-    versions = ("1.11 – 2.x (FlinkChangelogModeInferenceProgram's wording checked in 1.15.4, 1.20.3 and 2.3.0; the "
-                "legacy sinks' checks in the same releases)")
+    versions = ("1.11 – 2.x (FlinkChangelogModeInferenceProgram's wording checked in 1.11.4, 1.15.4, 1.20.3 and 2.3.0; "
+                "the legacy sinks' checks in the same releases)")
     exception_classes = ()
     config_keys = (
         "execution.runtime-mode",
@@ -89,16 +89,18 @@ class SqlChangelogSinkMismatch(Detector):
     wordings = (
         Wording(SLUG, r"doesn't support consuming (?:update and delete|update|delete) changes which is produced by node",
                 "1.11 – 2.x", "FlinkChangelogModeInferenceProgram$SatisfyModifyKindSetTraitVisitor.createNewNode "
-                "(checked in 1.15.4, 1.20.3 and 2.3.0)",
+                "(checked in 1.11.4, 1.15.4, 1.20.3 and 2.3.0)",
                 "org.apache.flink.table.api.TableException: Table sink 'default_catalog.default_database.order_totals' "
                 "doesn't support consuming update changes which is produced by node GroupAggregate(groupBy=[customer], "
                 "select=[customer, SUM(amount) AS EXPR$1])"),
         Wording(SLUG, r"AppendStreamTableSink requires that Table has only insert changes",
-                "1.9 – 2.x", "CommonExecLegacySink (checked in 1.15.4, 1.20.3 and 2.3.0)",
+                "1.11 – 2.x", "StreamExecLegacySink (checked in 1.11.4), CommonExecLegacySink (checked in "
+                "1.15.4, 1.20.3 and 2.3.0)",
                 "org.apache.flink.table.api.TableException: AppendStreamTableSink requires that Table has only "
                 "insert changes."),
         Wording(SLUG, r"Table is not an append-only table\. Use the toRetractStream\(\)",
-                "1.9 – 2.x", "CommonExecLegacySink (checked in 1.15.4, 1.20.3 and 2.3.0)",
+                "1.11 – 2.x", "StreamExecLegacySink (checked in 1.11.4), CommonExecLegacySink (checked in "
+                "1.15.4, 1.20.3 and 2.3.0)",
                 "org.apache.flink.table.api.TableException: Table is not an append-only table. Use the "
                 "toRetractStream() in order to handle add and retract messages."),
         Wording(SLUG, JDBC_NO_KEY.pattern, "1.11 – 2.x",
