@@ -188,12 +188,12 @@ class KafkaOffsetOutOfRange(Detector):
                 "offset=1843207, offsetEpoch=Optional.empty, currentLeader=LeaderAndEpoch{leader=Optional["
                 "kafka-1.prod.example.com:9092 (id: 1 rack: null)], epoch=7}} is out of range for partition orders-0"),
         Wording(SLUG, r"Offsets out of range with no configured reset policy for partitions: \{",
-                "1.x – 1.14", "org.apache.kafka.clients.consumer.OffsetOutOfRangeException(Map) thrown by Fetcher "
+                "1.7 – 1.14", "org.apache.kafka.clients.consumer.OffsetOutOfRangeException(Map) thrown by Fetcher "
                 "(Kafka clients up to 2.5, the client of the connector up to Flink 1.14)",
                 "org.apache.kafka.clients.consumer.OffsetOutOfRangeException: Offsets out of range with no "
                 "configured reset policy for partitions: {clickstream-3=48210555}"),
         Wording(SLUG, r"Undefined offset with no reset policy for partitions?: ",
-                "1.x – 2.x", "org.apache.kafka.clients.consumer.NoOffsetForPartitionException thrown by "
+                "1.7 – 2.x", "org.apache.kafka.clients.consumer.NoOffsetForPartitionException thrown by "
                 "SubscriptionState#resetInitializingPositions (resetMissingPositions before Kafka 2.5)",
                 "org.apache.kafka.clients.consumer.NoOffsetForPartitionException: Undefined offset with no reset "
                 "policy for partitions: [orders-1, orders-0]"),
