@@ -196,8 +196,7 @@ def datastream_restore_117(out: pathlib.Path, name: str, savepoint_at: str, resu
     jm.at(resumed_at + ".000")
     jm("INFO", "org.apache.flink.runtime.dispatcher.StandaloneDispatcher",
        f"Received JobGraph submission 'orders-enricher' ({JOB117}).")
-    jm("INFO", "org.apache.flink.runtime.jobmaster.JobMaster", f"Starting job {JOB117} from savepoint {SAVEPOINT} ()",
-       step=180)
+    jm("INFO", CC, f"Starting job {JOB117} from savepoint {SAVEPOINT} ()", step=180)
     jm("INFO", CC, f"Restoring job {JOB117} from Savepoint 212 @ {at_epoch(savepoint_at)} for {JOB117} located at "
        f"{SAVEPOINT}.", step=420)
     jm("INFO", EXEC, f"Job orders-enricher ({JOB117}) switched from state CREATED to RUNNING.", step=60)
