@@ -141,6 +141,27 @@ def test_a_new_cluster_id_of_the_consumer_names_a_recreated_topic_but_a_sinks_cl
     assert f.root_cause.slug == "topic-recreated" and "AAAAAAAAAAAAAAAAAAAAAA, then CCCCCCCCCCCCCCCCCCCCCC" in f.summary
 
 
+def test_another_groups_cluster_is_no_evidence_of_a_rebuilt_cluster():
+    consumer = "org.apache.kafka.clients.Metadata"
+    lines = [_line("07:00:00,000", "ConsumerConfig values: ", logger="org.apache.kafka.clients.consumer.ConsumerConfig"),
+             "\tgroup.id = orders", "",
+             _line("07:00:01,000", f"{TAG} Cluster ID: AAAAAAAAAAAAAAAAAAAAAA", logger=consumer),
+             _line("07:00:02,000", "[Consumer clientId=audit-0, groupId=audit] Cluster ID: DDDDDDDDDDDDDDDDDDDDDD",
+                   logger=consumer)]
+    [f] = _detect(lines + _failed("07:30:05,000", NEW_WORDING))
+    assert f.root_cause.slug == "undetermined"
+
+
+def test_a_first_start_whose_reset_policy_picks_the_start_is_no_finding():
+    state = "org.apache.kafka.clients.consumer.internals.SubscriptionState"
+    lines = [_line("07:00:01,000", f"{TAG} Found no committed offset for partition orders-0",
+                   logger="org.apache.kafka.clients.consumer.internals.ConsumerCoordinator"),
+             _line("07:00:01,020", f"{TAG} Resetting offset for partition orders-0 to position FetchPosition{{offset=0, "
+                                   "offsetEpoch=Optional.empty, currentLeader=LeaderAndEpoch{leader=Optional[kafka-1:"
+                                   "9092 (id: 1 rack: null)], epoch=0}}.", logger=state)]
+    assert _detect(lines) == []
+
+
 def test_the_kafkasource_override_of_a_configured_reset_is_named():
     lines = [_line("07:00:00,000", "Property auto.offset.reset is provided but will be overridden from earliest to none",
                    "WARN", "org.apache.flink.connector.kafka.source.KafkaSourceBuilder")] + _failed(

@@ -425,7 +425,7 @@ class KafkaOffsetOutOfRange(Detector):
             details["failing_offsets"] = offsets
         restore = self._restore(incident, fault.event)
         ids = _topic_ids(incident, topics)
-        clusters = _cluster_ids(incident)
+        clusters = _cluster_ids(incident, group)
         excerpt = is_excerpt(incident)
 
         if fault.kind == "no-offset":
@@ -646,13 +646,13 @@ def _previous_id(ids: list[tuple[Event, re.Match[str]]], changed: re.Match[str])
                 "?")
 
 
-def _cluster_ids(incident: Incident) -> list[tuple[Event, str]]:
-    """The Kafka cluster ids the consumers saw, in order, each change once (producers may write to another
-    cluster)."""
+def _cluster_ids(incident: Incident, group: str) -> list[tuple[Event, str]]:
+    """The Kafka cluster ids the failing group's consumers saw, in order, each change once (producers, and sources of
+    other groups, may talk to other clusters)."""
     out: list[tuple[Event, str]] = []
     for ev, m in incident.find(CLUSTER_ID):
         prefix = CLIENT_PREFIX.search(ev.message)
-        if prefix is None or prefix["kind"] != "Consumer":
+        if prefix is None or prefix["kind"] != "Consumer" or (group != "<group.id>" and prefix["group"] != group):
             continue
         if not out or out[-1][1] != m["id"]:
             out.append((ev, m["id"]))
