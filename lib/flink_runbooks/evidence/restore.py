@@ -22,8 +22,9 @@ from flink_runbooks.parse.config import EffectiveConfig
 SAVEPOINT_START = re.compile(r"Starting job (?P<job>[0-9a-f]{32}) from savepoint (?P<path>\S+) "
                              r"\((?P<allow>allowing non restored state)?\)")
 SNAPSHOT_RESTORED = re.compile(
-    r"Restoring job (?P<job>[0-9a-f]{32}) from (?:latest valid checkpoint: )?(?P<kind>Checkpoint|Savepoint) "
-    r"(?P<id>\d+) @ \d+ for [0-9a-f]{32}(?: located at (?P<path>\S+?))?\.?$")
+    r"Restoring job (?P<job>[0-9a-f]{32}) from (?:latest valid checkpoint: )?(?:(?:Suspend|Terminate) )?"
+    r"(?P<kind>Checkpoint|Savepoint) "
+    r"(?P<id>\d+) @ (?P<at>\d+) for [0-9a-f]{32}(?: located at (?P<path>\S+?))?\.?$")
 SKIPPED_STATE = re.compile(r"Skipping (?P<empty>empty )?savepoint state for operator (?P<op>[0-9a-f]{32})")
 DEPLOYING = re.compile(r"Deploying (?P<task>.+?) \(\d+/\d+\)(?: \(attempt #\d+\))? (?:with attempt id|\(attempt)"
                        r".*?vertex id (?P<vertex>[0-9a-f]{32})")

@@ -361,7 +361,15 @@ def render_kafka_properties(patches: Iterable[Patch]) -> dict[str, str]:
     if source:
         java += ["KafkaSource<String> source = KafkaSource.<String>builder()",
                  "        // ... bootstrap servers, topics, deserializer as before"]
-        java += [f"        .setProperty({_java_str(k)}, {_java_str(v)})" for k, v in source.items() if v is not None]
+        for k, v in source.items():
+            if v is None:
+                continue
+            if k == "auto.offset.reset":
+                # KafkaSourceBuilder overrides this property with its OffsetsInitializer's reset strategy.
+                java += ["        .setStartingOffsets(OffsetsInitializer.committedOffsets(OffsetResetStrategy."
+                         f"{v.upper()}))  // a KafkaSource takes auto.offset.reset from its starting offsets"]
+            else:
+                java.append(f"        .setProperty({_java_str(k)}, {_java_str(v)})")
         java += [f"        // and drop .setProperty({_java_str(k)}, ...)" for k, v in source.items() if v is None]
         java += ["        .build();"]
     if sink:

@@ -233,6 +233,8 @@ OTHER_CLASSES = {
     "AmazonS3Exception": "com.amazonaws.services.s3.model.AmazonS3Exception",
     "CommitFailedException": "org.apache.kafka.clients.consumer.CommitFailedException",
     "RetriableCommitFailedException": "org.apache.kafka.clients.consumer.RetriableCommitFailedException",
+    "OffsetOutOfRangeException": "org.apache.kafka.clients.consumer.OffsetOutOfRangeException",
+    "NoOffsetForPartitionException": "org.apache.kafka.clients.consumer.NoOffsetForPartitionException",
     "DisconnectException": "org.apache.kafka.common.errors.DisconnectException",
     "NetworkException": "org.apache.kafka.common.errors.NetworkException",
     "CoordinatorNotAvailableException": "org.apache.kafka.common.errors.CoordinatorNotAvailableException",
