@@ -73,6 +73,8 @@ class SavepointTriggerFailure(Detector):
         r"Failed to create savepoint directory at",
         r"Checkpoint expired before completing",
         r"Savepoint completed\. Path:",
+        # a task not yet (or no longer) running: its state when a savepoint could not start
+        r"\) switched from [A-Z]+ to (?:SCHEDULED|DEPLOYING|INITIALIZING|FINISHED)\b",
     )
     wordings = (
         Wording(SLUG, r"Failed to trigger a savepoint for the job [0-9a-f]{32}",
@@ -368,7 +370,8 @@ class SavepointTriggerFailure(Detector):
         found = [ev for ev in events if NO_DIRECTORY.search(ev.text)]
         if not found:
             return None
-        first = min(found, key=lambda e: e.ts or "~")
+        found.sort(key=lambda e: e.ts or "~")
+        first = found[0]
         job = _job_of(first) or next((_job_of(ev) for ev in found if _job_of(ev)), None) or "?"
         checkpoint_dir = incident.config.get(_CHECKPOINT_DIR) or incident.config.get("state.checkpoints.dir")
         proposed = checkpoint_dir.rstrip("/").rsplit("/", 1)[0] + "/savepoints" if checkpoint_dir else None
@@ -380,23 +383,25 @@ class SavepointTriggerFailure(Detector):
                                   snippet=f"flink savepoint {job} <durable directory>\nflink stop --savepointPath "
                                           f"<durable directory> {job}")]
         return self.finding("directory-not-configured", summary, found[:3],
-                            notes={0: self.say("no directory note")}, confidence=0.9, patches=patches,
+                            notes={i: self.say("no directory note") for i in range(min(3, len(found)))},
+                            confidence=0.9, patches=patches,
                             details={"job": job, "configured": "none"})
 
     def _not_writable(self, incident: Incident, events: list[Event]) -> Finding | None:
         found = [(ev, m) for ev in events for m in [DIRECTORY_FAILED.search(ev.text)] if m]
         if not found:
             return None
-        first, m = min(found, key=lambda f: f[0].ts or "~")
+        found.sort(key=lambda f: f[0].ts or "~")
+        first, m = found[0]
         job = _job_of(first) or next((_job_of(ev) for ev, _ in found if _job_of(ev)), None) or "?"
         path = m["path"]
         summary = self.say("directory-not-writable", job=job, path=path,
                            denied=self.say("denied") if any(DENIED.search(ev.text) for ev, _ in found) else "")
         patches = [self.ops_patch("make the savepoint directory writable", self.say("writable reason", path=path),
-                                  snippet=f"ls -ld {path.rsplit('/', 1)[0] or '/'}   # or: hdfs dfs -ls -d / "
-                                          "aws s3api get-bucket-policy")]
+                                  snippet=_inspect_directory(path))]
         return self.finding("directory-not-writable", summary, [ev for ev, _ in found][:3],
-                            notes={0: self.say("not writable note")}, confidence=0.85, patches=patches,
+                            notes={i: self.say("not writable note") for i in range(min(3, len(found)))},
+                            confidence=0.85, patches=patches,
                             details={"job": job, "path": path})
 
     # -- undetermined -------------------------------------------------------------------------------------------------
@@ -489,3 +494,13 @@ def _detached_snippet(incident: Incident, failure: savepoints.ClientFailure) -> 
     cli = f"flink {failure.action} -detached {failure.job}"
     detached = _has_detached(incident)
     return rest if detached is False else cli if detached else f"{cli}   # 1.19+\n{rest}"
+
+
+def _inspect_directory(path: str) -> str:
+    """How to see who may write in the savepoint directory (Flink creates savepoint-<job>-<random> inside it)."""
+    if path.startswith(("hdfs:", "viewfs:")):
+        return f"hdfs dfs -ls -d {path}"
+    if path.startswith(("s3:", "s3a:", "s3p:", "gs:", "abfs:", "abfss:", "oss:")):
+        return f"# the bucket policy and the credentials of the JobManager's and TaskManagers' pods for {path}"
+    local = re.sub(r"^file:(?://)?", "", path.rstrip("/")) or "/"
+    return f"ls -ld {local}   # as the user running Flink: sudo -u <flink user> touch {local}/probe"
