@@ -31,8 +31,11 @@ NOT_RUNNING = re.compile(
 EXPIRED = re.compile(r"Checkpoint expired before completing")
 # StopWithSavepointTerminationManager#checkSavepointActionPreconditions (the JobManager refuses the request), and
 # AbstractFsCheckpointStorageAccess#initializeLocationForSavepoint.
+# The REST handler's own check comes first for requests without a target (SavepointHandlers, the same words in
+# 1.17.2, 1.20.3 and 2.3.0; the property is target-directory for a savepoint, targetDirectory for a stop).
 NO_DIRECTORY = re.compile(r"No savepoint directory configured|No savepoint location given and no default location "
-                          r"configured")
+                          r"configured|Config key \[[\w.-]+\] is not set\. Property \[target-?[dD]irectory\] must be "
+                          r"provided")
 DIRECTORY_FAILED = re.compile(r"Failed to create savepoint directory at (?P<path>\S+?)\.?(?:\s|$)")
 DENIED = re.compile(r"AccessDeniedException|Permission denied|AccessControlException|\b403\b.*Forbidden")
 _TASK_STATE = r"switched from (?P<from>[A-Z_]+) to (?P<to>[A-Z_]+)"
@@ -70,6 +73,7 @@ class SavepointTriggerFailure(Detector):
         r"type=(?:SavepointType\{|SYNC_SAVEPOINT|SAVEPOINT)",
         r"is not being executed at the moment|Not all required tasks are currently running",
         r"No savepoint directory configured|No savepoint location given and no default location configured",
+        r"Config key \[[\w.-]+\] is not set\. Property \[target-?[dD]irectory\] must be provided",
         r"Failed to create savepoint directory at",
         r"Checkpoint expired before completing",
         r"Savepoint completed\. Path:",
@@ -95,6 +99,12 @@ class SavepointTriggerFailure(Detector):
                 "directory via configure a cluster-wide default via key 'execution.checkpointing.savepoint-dir' or "
                 "specify a directory in the command line, like -s :targetDirectory for cancelling, -p "
                 ":targetDirectory for stopping or :targetDirectory for purely taking savepoint."),
+        Wording(SLUG, r"Config key \[[\w.-]+\] is not set\. Property \[target-?[dD]irectory\] must be provided",
+                "1.5 – 2.x", "SavepointHandlers (RestHandlerException: the REST API's check of a request without a "
+                "target directory; the CLI shows it in a RestClientException)",
+                "org.apache.flink.runtime.rest.util.RestClientException: [org.apache.flink.runtime.rest.handler."
+                "RestHandlerException: Config key [execution.checkpointing.savepoint-dir] is not set. Property "
+                "[target-directory] must be provided."),
         Wording(SLUG, r"Failed to create savepoint directory at \S+",
                 "1.5 – 2.x", "AbstractFsCheckpointStorageAccess#initializeLocationForSavepoint (IOException)",
                 "java.io.IOException: Failed to create savepoint directory at /shared/savepoints"),
@@ -374,11 +384,11 @@ class SavepointTriggerFailure(Detector):
         first = found[0]
         job = _job_of(first) or next((_job_of(ev) for ev in found if _job_of(ev)), None) or "?"
         checkpoint_dir = incident.config.get(_CHECKPOINT_DIR) or incident.config.get("state.checkpoints.dir")
-        proposed = checkpoint_dir.rstrip("/").rsplit("/", 1)[0] + "/savepoints" if checkpoint_dir else None
+        derived = checkpoint_dir.rstrip("/").rsplit("/", 1)[0] + "/savepoints" if checkpoint_dir else None
         key = version_key(incident, _SAVEPOINT_DIR)
         summary = self.say("directory-not-configured", job=job, key=key)
-        patches = [self.flink_patch(incident, _SAVEPOINT_DIR, proposed,
-                                    self.say("savepoint dir reason", derived=self.say("derived") if proposed else "")),
+        patches = [self.flink_patch(incident, _SAVEPOINT_DIR, derived or "s3://<bucket>/flink/savepoints",
+                                    self.say("savepoint dir reason", derived=self.say("derived") if derived else "")),
                    self.ops_patch("pass a target directory", self.say("target reason"),
                                   snippet=f"flink savepoint {job} <durable directory>\nflink stop --savepointPath "
                                           f"<durable directory> {job}")]
