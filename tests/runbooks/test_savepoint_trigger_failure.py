@@ -92,6 +92,13 @@ def test_a_savepoint_that_completed_is_no_finding(spark):
     assert get_detector(SLUG).detect(inc) == []
 
 
+def test_an_expired_periodic_checkpoint_is_left_to_the_checkpoint_runbooks(spark):
+    inc = ingest([str(example(SLUG, "near-miss-checkpoint-expired-1.20"))], spark)
+    assert any("expired before completing" in ev.text for ev in inc.events)
+    assert get_detector(SLUG).detect(inc) == []
+    assert _diagnose(inc).primary.runbook == "checkpoint-expired"
+
+
 def test_a_pasted_cli_timeout_alone_is_undetermined_and_no_rpc_timeout(tmp_path):
     cli = ("Triggering savepoint for job c54f5bb507fe7c946b5ed66554c3a028.\nWaiting for response...\n\n"
            "------------------------------------------------------------\n"

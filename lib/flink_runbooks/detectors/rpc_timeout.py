@@ -355,7 +355,7 @@ def _client_waits_on_a_stalled_jobmanager(incident: Incident, client: list[Event
     """The CLI's savepoint timeouts that may be the JobManager's: its log is here and it had not taken the request
     up when the client gave up. One it had taken up is the client's own timeout (savepoint-trigger-failure), and
     without the JobManager's log nothing says it stalled."""
-    if not client or not savepoints.jobmanager_lines(incident):
+    if not client or not any(ev.role == "jobmanager" for ev in incident.events):
         return []
     answered = {f.job for f in savepoints.client_failures(incident) if savepoints.started_while_waiting(incident, f)}
     return [ev for ev in client if CLIENT_SAVEPOINT.search(ev.text)["job"] not in answered]

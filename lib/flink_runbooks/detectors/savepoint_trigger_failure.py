@@ -150,9 +150,11 @@ class SavepointTriggerFailure(Detector):
         # client-timeout
         "client-timeout": "`{command}` gave up after its client.timeout of {client_timeout} (a bare "
                           "java.util.concurrent.TimeoutException), but the JobManager was answering: it had started "
-                          "savepoint {savepoint} of job {job} at {started}{outcome}. The savepoint did not fail; the "
+                          "savepoint {savepoint} of job {job} {started}{outcome}. The savepoint did not fail; the "
                           "client stopped waiting.{stop_note}",
         "completed later": " and completed it {late:.0f} s after the CLI gave up ({duration:.0f} s in all)",
+        "completed untimed": " and completed it (these logs have no times to say when)",
+        "completed untimed note": "savepoint {savepoint} completed",
         "still running": " and logged neither its completion nor a failure afterwards: it is probably still running",
         "finished note": " The stop went on as well: the job reached {state} after the savepoint.",
         "client gave up note": "the CLI stopped waiting after client.timeout {client_timeout}",
@@ -240,7 +242,7 @@ class SavepointTriggerFailure(Detector):
                 return [self._client_timeout(incident, failure, started)]
         # A client that timed out while the JobManager never took the request up: the rpc-timeout runbook judges
         # the JobManager's stall when its log shows one; without that log nothing tells the two apart.
-        undecided = [f for f in failures if not savepoints.jobmanager_lines(incident)]
+        undecided = [f for f in failures if not any(ev.role == "jobmanager" for ev in incident.events)]
         if undecided:
             return [self._undetermined(incident, undecided[0])]
         return []
@@ -262,14 +264,19 @@ class SavepointTriggerFailure(Detector):
         if attempt and attempt.outcome == "completed":
             done = next((ev for ev in attempt.events if "Completed" in ev.message or ev.line == 0), attempt.events[-1])
             events.append(done)
-            notes[len(events) - 1] = self.say("completed note", savepoint=attempt.checkpoint_id, late=late or 0)
-            outcome = self.say("completed later", late=late or 0, duration=duration or 0)
+            if late is not None:
+                notes[len(events) - 1] = self.say("completed note", savepoint=attempt.checkpoint_id, late=late)
+                outcome = self.say("completed later", late=late, duration=duration or 0)
+            else:
+                notes[len(events) - 1] = self.say("completed untimed note", savepoint=attempt.checkpoint_id)
+                outcome = self.say("completed untimed")
         else:
             outcome = self.say("still running")
         end_state = _job_state_after(incident, failure.job, failure.event.ts) if failure.action == "stop" else None
         summary = self.say(
             "client-timeout", command=failure.command, client_timeout=_seconds(client_ms),
-            savepoint=attempt.checkpoint_id if attempt else "?", job=failure.job, started=_clock(started.ts),
+            savepoint=attempt.checkpoint_id if attempt else "?", job=failure.job,
+            started=f"at {_clock(started.ts)}" if started.ts else "while the client waited",
             outcome=outcome, stop_note=self.say("finished note", state=end_state[0]) if end_state else "")
         if end_state:
             events.append(end_state[1])
@@ -292,6 +299,8 @@ class SavepointTriggerFailure(Detector):
                    "savepoint_duration": f"{duration:.0f} s" if duration else None,
                    "job_state_after": end_state[0] if end_state else None}
         confidence = 0.85 if attempt and attempt.outcome == "completed" else 0.75
+        if not started.ts:
+            confidence = min(confidence, 0.7)
         return self.finding("client-timeout", summary, events, notes=notes, confidence=confidence, patches=patches,
                             details={k: v for k, v in details.items() if v is not None})
 

@@ -86,7 +86,11 @@ def started_while_waiting(incident: Incident, failure: ClientFailure) -> Event |
     """The JobManager's line showing it had taken up the request before the client gave up (its request line, or the
     savepoint's trigger line), or None: then it never answered while the client waited, or its log is not here."""
     if not failure.event.ts:
-        return None
+        # Without times (a paste stripped of them) the order is unknown: a savepoint of that job that the
+        # CheckpointCoordinator triggered and that completed or runs on shows a JobManager at work all the same.
+        working = [a for a in savepoint_attempts(incident, failure.job)
+                   if a.events and a.outcome in ("completed", "in progress")]
+        return working[0].events[0] if working else None
     since = failure.requested.ts if failure.requested else None
     candidates = jobmanager_requests(incident, failure.job) + [
         a.events[0] for a in savepoint_attempts(incident, failure.job) if a.triggered and a.events]

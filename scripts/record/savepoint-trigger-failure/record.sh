@@ -13,6 +13,8 @@
 #   dir-not-configured        no savepoint directory configured, `flink savepoint <job>` without a target
 #   dir-not-writable          the configured savepoint directory belongs to another user (not writable)
 #   savepoint-ok              a snapshot of 3 s and the default client timeout: the savepoint completes (near miss)
+#   near-miss-checkpoint-expired  periodic checkpoints every 5 s with a 10 s timeout and a 30 s snapshot, no savepoint
+#                             requested: checkpoints expire (the checkpoint runbooks' case, not a savepoint's)
 # Each scenario writes <dest-root>/<scenario>-<major.minor>/ with the CLI's output of the savepoint or stop command
 # as cli/flink-savepoint.out or cli/flink-stop.out.
 set -u
@@ -36,7 +38,7 @@ for scenario in "$@"; do
   conf "restart-strategy.type: fixed-delay"
   conf "restart-strategy.fixed-delay.attempts: 1"
   conf "restart-strategy.fixed-delay.delay: 2 s"
-  snapshot_ms=25000; init_ms=0
+  snapshot_ms=25000; init_ms=0; interval_ms=0
   case $scenario in
     stop-client-timeout|savepoint-client-timeout) savepoint_dir_conf "$RUN/savepoints"; conf "client.timeout: 5 s";;
     savepoint-expired) savepoint_dir_conf "$RUN/savepoints"; conf "execution.checkpointing.timeout: 10 s"; snapshot_ms=30000;;
@@ -46,11 +48,13 @@ for scenario in "$@"; do
       mkdir -p "$RUN/shared-savepoints"; chown root:root "$RUN/shared-savepoints"; chmod 755 "$RUN/shared-savepoints"
       savepoint_dir_conf "$RUN/shared-savepoints"; snapshot_ms=0;;
     savepoint-ok) savepoint_dir_conf "$RUN/savepoints"; snapshot_ms=3000;;
+    near-miss-checkpoint-expired)
+      savepoint_dir_conf "$RUN/savepoints"; conf "execution.checkpointing.timeout: 10 s"; snapshot_ms=30000; interval_ms=5000;;
     *) echo "unknown scenario $scenario" >&2; exit 2;;
   esac
   compile_job "$HERE/job" || exit 1
   start_cluster 1 || { stop_cluster; exit 1; }
-  submit -c SlowSnapshotJob "$JAR" "$snapshot_ms" "$init_ms" 0
+  submit -c SlowSnapshotJob "$JAR" "$snapshot_ms" "$init_ms" "$interval_ms"
   if [ "$scenario" = tasks-not-running ]; then
     wait_for "job RUNNING" 60 "[ \"\$(job_state)\" = RUNNING ]"; sleep 8
   else
@@ -64,6 +68,8 @@ for scenario in "$@"; do
     savepoint-client-timeout)
       cli_out flink-savepoint savepoint "$JOBID"
       wait_for "the savepoint completed" 90 "[ \"\$(savepoints_completed)\" -ge 1 ] 2>/dev/null"; sleep 3;;
+    near-miss-checkpoint-expired)
+      wait_for "a checkpoint expired" 90 "grep_logs 'expired before completing' >/dev/null"; sleep 10;;
     *)
       cli_out flink-savepoint savepoint "$JOBID"; sleep 3;;
   esac
