@@ -54,7 +54,8 @@ class SavepointTriggerFailure(Detector):
     meaning = ("A savepoint (flink savepoint, flink stop, the REST API) did not complete for the caller: the CLI "
                "stopped waiting after client.timeout while the savepoint went on, or the savepoint could not start "
                "(tasks not running), expired on the checkpoint timeout, or had no writable directory.")
-    versions = "1.x, 2.x (the CLI's 'Failed to trigger a savepoint' since 1.19, 'Triggering a savepoint … failed' before; -detached since 1.19)"
+    versions = ("1.x, 2.x (the CLI's 'Failed to trigger a savepoint' since 1.19, 'Triggering a savepoint … failed' "
+                "before; -detached since 1.19)")
     exception_classes = ("org.apache.flink.util.FlinkException", "java.util.concurrent.TimeoutException",
                          "org.apache.flink.runtime.checkpoint.CheckpointException")
     config_keys = (
@@ -82,7 +83,8 @@ class SavepointTriggerFailure(Detector):
     )
     wordings = (
         Wording(SLUG, r"Failed to trigger a savepoint for the job [0-9a-f]{32}",
-                "1.19 – 2.x", "CliFrontend#triggerSavepoint (FlinkException; a bare TimeoutException cause: client.timeout)",
+                "1.19 – 2.x",
+                "CliFrontend#triggerSavepoint (FlinkException; a bare TimeoutException cause: client.timeout)",
                 "org.apache.flink.util.FlinkException: Failed to trigger a savepoint for the job "
                 "c54f5bb507fe7c946b5ed66554c3a028."),
         Wording(SLUG, r"Triggering a savepoint for the job [0-9a-f]{32} failed",
@@ -90,23 +92,27 @@ class SavepointTriggerFailure(Detector):
                 "org.apache.flink.util.FlinkException: Triggering a savepoint for the job "
                 "c54f5bb507fe7c946b5ed66554c3a028 failed."),
         Wording(SLUG, r'Could not stop with a (?:detached )?savepoint job "[0-9a-f]{32}"',
-                "1.9 – 2.x", "CliFrontend#stopWithSavepoint (FlinkException; the same words in 1.17.2, 1.20.3, 2.3.0)",
+                "1.9 – 2.x", "CliFrontend#stopWithSavepoint (FlinkException; the words checked in the 1.17.2, "
+                "1.18.1, 1.19.3, 1.20.3 and 2.3.0 jars)",
                 'org.apache.flink.util.FlinkException: Could not stop with a savepoint job '
                 '"668684ac1809e0a4da0701bc372cbbe8".'),
         Wording(SLUG, r"No savepoint directory configured\. You can either specify a directory",
-                "1.9 – 2.x", "StopWithSavepointTerminationManager#checkSavepointActionPreconditions (IllegalStateException)",
+                "1.9 – 2.x", "StopWithSavepointTerminationManager#checkSavepointActionPreconditions "
+                "(IllegalStateException; the words checked in the 1.17.2, 1.20.3 and 2.3.0 jars)",
                 "java.lang.IllegalStateException: No savepoint directory configured. You can either specify a "
                 "directory via configure a cluster-wide default via key 'execution.checkpointing.savepoint-dir' or "
                 "specify a directory in the command line, like -s :targetDirectory for cancelling, -p "
                 ":targetDirectory for stopping or :targetDirectory for purely taking savepoint."),
         Wording(SLUG, r"Config key \[[\w.-]+\] is not set\. Property \[target-?[dD]irectory\] must be provided",
                 "1.5 – 2.x", "SavepointHandlers (RestHandlerException: the REST API's check of a request without a "
-                "target directory; the CLI shows it in a RestClientException)",
+                "target directory; the CLI shows it in a RestClientException; the words checked in the 1.17.2, "
+                "1.20.3 and 2.3.0 jars)",
                 "org.apache.flink.runtime.rest.util.RestClientException: [org.apache.flink.runtime.rest.handler."
                 "RestHandlerException: Config key [execution.checkpointing.savepoint-dir] is not set. Property "
                 "[target-directory] must be provided."),
         Wording(SLUG, r"Failed to create savepoint directory at \S+",
-                "1.5 – 2.x", "AbstractFsCheckpointStorageAccess#initializeLocationForSavepoint (IOException)",
+                "1.5 – 2.x", "AbstractFsCheckpointStorageAccess#initializeLocationForSavepoint (IOException; the "
+                "words checked in the 1.17.2, 1.20.3 and 2.3.0 jars)",
                 "java.io.IOException: Failed to create savepoint directory at /shared/savepoints"),
     )
     root_causes = (
@@ -169,8 +175,9 @@ class SavepointTriggerFailure(Detector):
         "client timeout reason": "Longer than the savepoint takes ({needed}): the CLI then waits for the result "
                                  "instead of failing while the savepoint goes on.",
         "detached reason": "Prevention: a request that does not wait. {how}",
-        "detached how": "Since 1.19 the CLI returns the trigger id at once with -detached; poll the trigger id "
-                        "through the REST API.",
+        "detached how": "Since 1.19 the CLI returns the trigger id at once with -detached (one dash: --detached "
+                        "is refused, and -d means dispose for flink savepoint); poll the trigger id through the "
+                        "REST API.",
         "rest how": "This release's CLI has no -detached (it came in 1.19): trigger through the REST API, which "
                     "returns a trigger id at once, and poll it.",
         # tasks-not-running
@@ -186,7 +193,8 @@ class SavepointTriggerFailure(Detector):
         "advice initializing": "a long initialisation means large state to restore or a slow open().",
         "advice restarting": "a job that keeps restarting needs its failure fixed first.",
         "advice finished": "finished tasks take part in checkpoints only while "
-                           "execution.checkpointing.checkpoints-after-tasks-finish is enabled (the default since 1.15).",
+                           "execution.checkpointing.checkpoints-after-tasks-finish (….enabled before 1.20) is on, "
+                           "as it is by default.",
         "advice unknown": "the job's state at the request tells which.",
         # savepoint-expired
         "savepoint-expired": "Savepoint {savepoint} of job {job} expired before completing: it took longer than "
@@ -474,7 +482,8 @@ def _job_state_after(incident: Incident, job: str, ts: str | None) -> tuple[str,
     return None
 
 
-def _task_state_before(incident: Incident, task: str | None, job: str, ts: str | None) -> tuple[str | None, Event | None]:
+def _task_state_before(incident: Incident, task: str | None, job: str,
+                       ts: str | None) -> tuple[str | None, Event | None]:
     """The last state of ``task`` (or of the job) before ``ts``, from the JobManager's state-change lines."""
     last: tuple[str | None, Event | None] = (None, None)
     for ev in savepoints.jobmanager_lines(incident):
@@ -499,16 +508,16 @@ def _has_detached(incident: Incident) -> bool | None:
 
 
 def _confirm_snippet(job: str, attempt: CheckpointAttempt | None) -> str:
-    grep = (f"grep -n -E 'Completed checkpoint {attempt.checkpoint_id} for job {job}|Checkpoint {attempt.checkpoint_id} "
-            f"of job {job} expired' <jobmanager log>" if attempt
+    grep = (f"grep -n -E 'Completed checkpoint {attempt.checkpoint_id} for job {job}|"
+            f"Checkpoint {attempt.checkpoint_id} of job {job} expired' <jobmanager log>" if attempt
             else f"grep -n -E 'savepoint for job {job}|Completed checkpoint [0-9]+ for job {job}' <jobmanager log>")
     return (f"curl -s http://<jobmanager>:8081/jobs/{job}/checkpoints | jq '.latest.savepoint, "
             f"[.history[] | select(.is_savepoint)][0]'\n{grep}")
 
 
 def _detached_snippet(incident: Incident, failure: savepoints.ClientFailure) -> str:
-    rest = (f"curl -s -X POST http://<jobmanager>:8081/jobs/{failure.job}/"
-            + ("stop -d '{\"drain\": false}'" if failure.action == "stop" else "savepoints -d '{\"cancel-job\": false}'")
+    body = "stop -d '{\"drain\": false}'" if failure.action == "stop" else "savepoints -d '{\"cancel-job\": false}'"
+    rest = (f"curl -s -X POST http://<jobmanager>:8081/jobs/{failure.job}/{body}"
             + f"\ncurl -s http://<jobmanager>:8081/jobs/{failure.job}/savepoints/<request-id>")
     cli = f"flink {failure.action} -detached {failure.job}"
     detached = _has_detached(incident)

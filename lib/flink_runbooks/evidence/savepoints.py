@@ -7,7 +7,8 @@ The CLI's words (``CliFrontend``): ``Triggering savepoint for job <id>.`` / ``Tr
 for the job <id> failed.`` before) and ``Could not stop with a savepoint job "<id>".`` when it fails, caused by a bare
 ``java.util.concurrent.TimeoutException`` when it waited longer than ``client.timeout``. The JobManager logs the same
 ``Triggering [stop-with-]savepoint for job <id>.`` (SchedulerBase) once the request reached it, then the
-CheckpointCoordinator's ``Triggering checkpoint N (type=SavepointType{…})`` and ``Completed checkpoint N for job …``.
+CheckpointCoordinator's ``Triggering checkpoint N (type=SavepointType{…})`` and ``Completed checkpoint N for job
+…``.
 """
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ def client_failures(incident: Incident) -> list[ClientFailure]:
 
 def _requested_by_client(incident: Incident, failure: Event, job: str) -> Event | None:
     lines = [ev for ev in incident.events if ev.role != "jobmanager" and ev.file == failure.file and ev.ts
-             and failure.ts and ev.ts <= failure.ts and (m := SAVEPOINT_REQUESTED.search(ev.message)) and m["job"] == job]
+             and failure.ts and ev.ts <= failure.ts and (m := SAVEPOINT_REQUESTED.search(ev.message))
+             and m["job"] == job]
     return lines[-1] if lines else None
 
 
@@ -94,8 +96,8 @@ def started_while_waiting(incident: Incident, failure: ClientFailure) -> Event |
     since = failure.requested.ts if failure.requested else None
     candidates = jobmanager_requests(incident, failure.job) + [
         a.events[0] for a in savepoint_attempts(incident, failure.job) if a.triggered and a.events]
-    within = sorted((ev for ev in candidates if ev.ts and ev.ts <= failure.event.ts and (since is None or ev.ts >= since)),
-                    key=lambda e: e.ts)
+    within = sorted((ev for ev in candidates
+                     if ev.ts and ev.ts <= failure.event.ts and (since is None or ev.ts >= since)), key=lambda e: e.ts)
     return within[0] if within else None
 
 
