@@ -139,3 +139,30 @@ def test_before_1_19_the_cli_has_no_detached_savepoint_so_the_rest_api_is_propos
     detached = next(p for p in f.patches if p.key == "trigger the savepoint without waiting")
     assert "-detached" not in detached.snippet and "POST" in detached.snippet and "/savepoints" in detached.snippet
     assert get_detector("rpc-timeout").detect(inc) == []
+
+
+def test_a_savepoint_that_also_failed_on_the_jobmanager_is_not_called_a_client_timeout(tmp_path):
+    job = "5a2b0c6f1e9d4c3b8a7f6e5d4c3b2a19"
+    jm = (f"2026-11-28 10:00:01,000 INFO  org.apache.flink.runtime.jobmaster.JobMaster [] - Triggering savepoint for "
+          f"job {job}.\n"
+          f"2026-11-28 10:00:01,020 INFO  org.apache.flink.runtime.checkpoint.CheckpointCoordinator [] - Triggering "
+          f"checkpoint 4 (type=SavepointType{{name='Savepoint', postCheckpointAction=NONE, formatType=CANONICAL}}) @ "
+          f"1795852801010 for job {job}.\n"
+          f"2026-11-28 10:00:09,500 WARN  org.apache.flink.runtime.checkpoint.CheckpointFailureManager [] - Failed to "
+          f"trigger or complete checkpoint 4 for job {job}. (0 consecutive failed attempts so far)\n"
+          "org.apache.flink.runtime.checkpoint.CheckpointException: Asynchronous task checkpoint failed.\n"
+          "Caused by: java.io.IOException: Could not flush to file and close the file system output stream\n")
+    client = (f"2026-11-28 10:00:00,800 INFO  org.apache.flink.client.cli.CliFrontend [] - Triggering savepoint for "
+              f"job {job}.\n"
+              "2026-11-28 10:00:05,820 ERROR org.apache.flink.client.cli.CliFrontend [] - Error while running the "
+              "command.\n"
+              f"org.apache.flink.util.FlinkException: Failed to trigger a savepoint for the job {job}.\n"
+              "\tat org.apache.flink.client.cli.CliFrontend.triggerSavepoint(CliFrontend.java:885)\n"
+              "Caused by: java.util.concurrent.TimeoutException\n"
+              "\tat java.base/java.util.concurrent.CompletableFuture.timedGet(CompletableFuture.java:1960)\n")
+    inc = incident_from_files(tmp_path, {"log/flink-flink-standalonesession-0-host1.log": jm,
+                                         "log/flink-flink-client-host1.log": client}, version="1.20.3")
+    [f] = get_detector(SLUG).detect(inc)
+    assert f.root_cause.slug == "undetermined" and f.details["savepoint_outcome"] == "failed"
+    assert "failed on the JobManager" in f.summary and "Could not flush" in f.summary
+    assert not any(p.key == "client.timeout" for p in f.patches)  # a longer wait would not have saved it

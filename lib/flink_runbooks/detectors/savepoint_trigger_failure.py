@@ -78,8 +78,9 @@ class SavepointTriggerFailure(Detector):
         r"Failed to create savepoint directory at",
         r"Checkpoint expired before completing",
         r"Savepoint completed\. Path:",
-        # a task not yet (or no longer) running: its state when a savepoint could not start
-        r"\) switched from [A-Z]+ to (?:SCHEDULED|DEPLOYING|INITIALIZING|FINISHED)\b",
+        # a task still initialising when a savepoint could not start (one line per deployment: RUNNING and
+        # FINISHED are kept for the checkpoint runbooks already)
+        r"\) switched from DEPLOYING to INITIALIZING",
     )
     wordings = (
         Wording(SLUG, r"Failed to trigger a savepoint for the job [0-9a-f]{32}",
@@ -221,6 +222,10 @@ class SavepointTriggerFailure(Detector):
         # undetermined
         "undetermined": "`{command}` for job {job} failed{timeout}, and these logs do not show whether the "
                         "JobManager took the savepoint up nor how it ended.",
+        "failed otherwise": "`{command}` for job {job} stopped waiting, and savepoint {savepoint} failed on the "
+                            "JobManager as well: {failure}. That failure, not the client's wait, is what to fix; "
+                            "this runbook does not tell its cause apart.",
+        "failed note": "the savepoint failed on the JobManager",
         "undetermined timeout": " when the client stopped waiting (a bare TimeoutException after client.timeout)",
         "failure note": "the CLI's failure",
         "excerpt": " Unknown from this excerpt: the JobManager's log of the savepoint.",
@@ -246,8 +251,12 @@ class SavepointTriggerFailure(Detector):
             if not failure.timed_out:
                 continue
             started = savepoints.started_while_waiting(incident, failure)
-            if started is not None:
-                return [self._client_timeout(incident, failure, started)]
+            if started is None:
+                continue
+            attempt = savepoints.attempt_after(incident, failure.job, started.ts)
+            if attempt and attempt.outcome in ("failed", "declined"):
+                return [self._failed_otherwise(incident, failure, attempt)]
+            return [self._client_timeout(incident, failure, started)]
         # A client that timed out while the JobManager never took the request up: the rpc-timeout runbook judges
         # the JobManager's stall when its log shows one; without that log nothing tells the two apart.
         undecided = [f for f in failures if not any(ev.role == "jobmanager" for ev in incident.events)]
@@ -323,7 +332,7 @@ class SavepointTriggerFailure(Detector):
                 continue
             m = CHECKPOINT_TRIGGER_FAILED.search(ev.message)
             job = m["job"] if m else None
-            if any(r.ts and ev.ts and 0 <= (seconds_between(r.ts, ev.ts) or -1) <= _TRIGGER_FAILED_WITHIN_S
+            if any(_within(seconds_between(r.ts, ev.ts), _TRIGGER_FAILED_WITHIN_S)
                    and (job is None or savepoints.SAVEPOINT_REQUESTED.search(r.message)["job"] == job)
                    for r in requests):
                 found.append(ev)
@@ -433,6 +442,23 @@ class SavepointTriggerFailure(Detector):
 
     # -- undetermined -------------------------------------------------------------------------------------------------
 
+    def _failed_otherwise(self, incident: Incident, failure: savepoints.ClientFailure,
+                          attempt: CheckpointAttempt) -> Finding:
+        """The client stopped waiting, but the savepoint also failed on the JobManager, for a reason none of the
+        causes above names: that failure, not the client's wait, is what to fix."""
+        summary = self.say("failed otherwise", command=failure.command, job=failure.job,
+                           savepoint=attempt.checkpoint_id, failure=attempt.failure or "no reason logged")
+        events = [failure.event] + attempt.events[-1:]
+        patches = [self.ops_patch("confirm the savepoint before triggering again",
+                                  self.say("confirm reason undetermined"),
+                                  snippet=_confirm_snippet(failure.job, attempt))]
+        return self.finding("undetermined", summary, events,
+                            notes={0: self.say("failure note"), 1: self.say("failed note")},
+                            confidence=0.5, patches=patches,
+                            details={"command": failure.command, "job": failure.job,
+                                     "savepoint": attempt.checkpoint_id, "savepoint_outcome": attempt.outcome,
+                                     "savepoint_failure": attempt.failure})
+
     def _undetermined(self, incident: Incident, failure: savepoints.ClientFailure) -> Finding:
         summary = self.say("undetermined", command=failure.command, job=failure.job,
                            timeout=self.say("undetermined timeout") if failure.timed_out else "")
@@ -445,6 +471,10 @@ class SavepointTriggerFailure(Detector):
                             confidence=0.4, patches=patches,
                             details={"command": failure.command, "job": failure.job,
                                      "client_timed_out": failure.timed_out})
+
+
+def _within(gap: float | None, limit: float) -> bool:
+    return gap is not None and 0 <= gap <= limit
 
 
 def _seconds(ms: float) -> str:
