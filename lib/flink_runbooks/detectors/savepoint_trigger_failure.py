@@ -29,6 +29,7 @@ NOT_RUNNING = re.compile(
     r"(?:Checkpoint triggering )?task (?P<task>.+?) of job (?P<job>[0-9a-f]{32}) is not being executed at the moment"
     r"|Not all required tasks are currently running")
 EXPIRED = re.compile(r"Checkpoint expired before completing")
+EXPIRED_LINE = re.compile(r"expired before completing")
 # StopWithSavepointTerminationManager#checkSavepointActionPreconditions (the JobManager refuses the request), and
 # AbstractFsCheckpointStorageAccess#initializeLocationForSavepoint.
 # The REST handler's own check comes first for requests without a target (SavepointHandlers, the same words in
@@ -204,8 +205,9 @@ class SavepointTriggerFailure(Detector):
         "checkpoints": "; the job's checkpoints took up to {longest} s",
         "expired note": "the savepoint expired on the checkpoint timeout",
         "timeout reason": "Room for the savepoint: it expired at {timeout}; the timeout covers checkpoints too.",
-        "slow reason": "Find what slows the snapshot: backpressure (busy or backpressured tasks in the web UI), the "
-                       "state's size and the storage's throughput (the checkpoint-expired runbook measures them).",
+        "slow reason": "Backpressure (busy or backpressured tasks in the web UI), the state's size and the "
+                       "storage's throughput decide how long a savepoint takes (the checkpoint-expired runbook "
+                       "measures them).",
         # directories
         "directory-not-configured": "The savepoint of job {job} was refused: no target directory was given with "
                                     "the request and {key} is not configured.",
@@ -375,8 +377,10 @@ class SavepointTriggerFailure(Detector):
         events: list[Event] = []
         notes: dict[int, str] = {}
         if attempt:
-            events += attempt.events[:2]
-            notes[len(events) - 1] = self.say("expired note")
+            for ev in attempt.events[:2]:
+                events.append(ev)
+                notes[len(events) - 1] = (self.say("expired note") if EXPIRED_LINE.search(ev.message)
+                                          else self.say("triggered note", savepoint=attempt.checkpoint_id))
         if cli:
             events.append(cli[0].event)
             notes[len(events) - 1] = self.say("failure note")
