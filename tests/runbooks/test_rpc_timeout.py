@@ -45,6 +45,27 @@ def test_a_frozen_jobmanager_behind_a_savepoint_timeout(spark):
     assert list(patches)[0] == "find why the JobManager stalled"
 
 
+def test_a_cli_savepoint_timeout_with_a_healthy_jobmanager_is_the_client_s_own_timeout(spark):
+    # client.timeout 5 s against a 25 s savepoint: the JobManager took the request up at once and completed it after
+    # the CLI gave up, its log quiet only while the snapshot ran: no stall, no RPC timeout
+    inc = ingest([str(example("savepoint-trigger-failure", "savepoint-client-timeout-1.20"))], spark)
+    assert any("Failed to trigger a savepoint" in ev.text and ev.has_exception("TimeoutException") for ev in inc.events)
+    assert get_detector(SLUG).detect(inc) == []
+    diagnosis = _diagnose(inc)
+    assert [(f.runbook, f.root_cause.slug) for f in diagnosis.findings] == [("savepoint-trigger-failure", "client-timeout")]
+
+
+def test_a_pasted_cli_savepoint_timeout_without_the_jobmanager_s_log_is_not_claimed(tmp_path):
+    cli = ("org.apache.flink.util.FlinkException: Failed to trigger a savepoint for the job "
+           "c54f5bb507fe7c946b5ed66554c3a028.\n"
+           "\tat org.apache.flink.client.cli.CliFrontend.triggerSavepoint(CliFrontend.java:885)\n"
+           "Caused by: java.util.concurrent.TimeoutException\n"
+           "\tat java.base/java.util.concurrent.CompletableFuture.timedGet(CompletableFuture.java:1960)\n")
+    inc = incident_from_files(tmp_path, {"ticket.txt": cli}, version="1.20.3")
+    assert get_detector(SLUG).detect(inc) == []
+    assert _diagnose(inc).primary.runbook == "savepoint-trigger-failure"
+
+
 def test_calls_to_a_killed_taskmanager_are_left_to_the_taskmanager_runbooks(spark):
     inc = ingest([str(example(SLUG, "near-miss-taskmanager-killed-1.20"))], spark)
     assert any("RecipientUnreachableException" in ev.text for ev in inc.events)

@@ -4,14 +4,16 @@ dropped for their size (``OversizedPayloadException``, "The rpc invocation size 
 Causes told apart: a message over the RPC frame size (the RPC system drops it, silently on the sender's side, and the
 call times out); a JobManager that stopped answering (its log silent across the timeout, or long GC pauses); a
 recipient that was unreachable (association failures, refused connections). Timeouts towards a TaskManager that was
-then lost by heartbeat belong to the TaskManager runbooks, not to this one.
+then lost by heartbeat belong to the TaskManager runbooks, not to this one; a CLI savepoint that timed out while the
+JobManager had taken it up (or without the JobManager's log to show a stall) is the client's own timeout, judged by
+savepoint-trigger-failure.
 """
 from __future__ import annotations
 
 import re
 
 from flink_runbooks.detectors.base import Detector
-from flink_runbooks.evidence import cluster
+from flink_runbooks.evidence import cluster, savepoints
 from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.vocabulary.wordings import Wording
@@ -106,14 +108,6 @@ class RpcTimeout(Detector):
                 "akka.pattern.AskTimeoutException: Ask timed out on [Actor[akka.tcp://flink@localhost:41701/user/rpc/"
                 "taskmanager_0#2036758154]] after [10000 ms]. Message of type "
                 "[org.apache.flink.runtime.rpc.messages.RemoteRpcInvocation]."),
-        Wording(SLUG, r"Failed to trigger a savepoint for the job [0-9a-f]{32}",
-                "1.19 – 2.x", "CliFrontend#triggerSavepoint (FlinkException; the client's wait ended, e.g. client.timeout)",
-                "org.apache.flink.util.FlinkException: Failed to trigger a savepoint for the job "
-                "c54f5bb507fe7c946b5ed66554c3a028."),
-        Wording(SLUG, r"Triggering a savepoint for the job [0-9a-f]{32} failed",
-                "1.5 – 1.18", "CliFrontend#triggerSavepoint (FlinkException)",
-                "org.apache.flink.util.FlinkException: Triggering a savepoint for the job "
-                "c54f5bb507fe7c946b5ed66554c3a028 failed."),
     )
     root_causes = (
         RootCause("payload-over-framesize", "An RPC message was larger than the RPC frame size: the RPC system "
@@ -212,6 +206,7 @@ class RpcTimeout(Detector):
         unreachable = [(ev, m) for ev in incident.events for m in [UNREACHABLE.search(ev.text)] if m]
         client = [ev for ev in incident.events if CLIENT_SAVEPOINT.search(ev.text)
                   and any(c.simple_name == "TimeoutException" for c in ev.chain)]
+        client = _client_waits_on_a_stalled_jobmanager(incident, client)
         if oversized:
             return [self._oversized(incident, oversized, timeouts)]
         lost = _lost_taskmanagers(incident)
@@ -354,6 +349,16 @@ class RpcTimeout(Detector):
                 incident, "client.timeout", "5 min",
                 self.say("client timeout reason")))
         return patches
+
+
+def _client_waits_on_a_stalled_jobmanager(incident: Incident, client: list[Event]) -> list[Event]:
+    """The CLI's savepoint timeouts that may be the JobManager's: its log is here and it had not taken the request
+    up when the client gave up. One it had taken up is the client's own timeout (savepoint-trigger-failure), and
+    without the JobManager's log nothing says it stalled."""
+    if not client or not any(ev.role == "jobmanager" for ev in incident.events):
+        return []
+    answered = {f.job for f in savepoints.client_failures(incident) if savepoints.started_while_waiting(incident, f)}
+    return [ev for ev in client if CLIENT_SAVEPOINT.search(ev.text)["job"] not in answered]
 
 
 def _size(num_bytes: int) -> str:
