@@ -101,6 +101,8 @@ CONCEPTS: tuple[Concept, ...] = (
     # runtime
     _c("restart strategy", ("restart-strategy.type", V1_17), "restart-strategy"),
     _c("fixed-delay attempts", "restart-strategy.fixed-delay.attempts"),
+    # JVM options of every Flink process: env.java.opts.all since 1.17 (checked in the 1.16 and 1.17 jars)
+    _c("JVM options of every process", ("env.java.opts.all", V1_17), "env.java.opts"),
     _c("rpc ask timeout", ("pekko.ask.timeout", V1_18), "akka.ask.timeout", default="10 s"),
     _c("rpc frame size", ("pekko.framesize", V1_18), "akka.framesize", default="10485760b"),
     _c("taskmanager registration timeout", "taskmanager.registration.timeout", "taskmanager.maxRegistrationDuration",
