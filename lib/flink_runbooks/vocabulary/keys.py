@@ -62,8 +62,10 @@ CONCEPTS: tuple[Concept, ...] = (
        "savepoints.state.backend.fs.dir"),
     _c("retained checkpoints", ("execution.checkpointing.num-retained", V1_20), "state.checkpoints.num-retained",
        default="1"),
-    _c("job-id sub-directories", ("execution.checkpointing.create-subdir", V1_20), "state.checkpoints.create-subdir",
-       default="true"),
+    # the option came with 1.19 (CheckpointingOptions of the 1.18.1 and 1.19.1 jars); older releases always write
+    # <dir>/<job id>/chk-N
+    _c("job-id sub-directories", ("execution.checkpointing.create-subdir", V1_20),
+       ("state.checkpoints.create-subdir", V1_19), default="true"),
     _c("incremental checkpoints", ("execution.checkpointing.incremental", V1_20), "state.backend.incremental",
        default="false"),
     _c("inline state threshold", ("execution.checkpointing.data-inline-threshold", V1_20),
