@@ -207,7 +207,10 @@ def test_flat_values_flink_cannot_read_become_a_note():
     diff = render_config_diff([flink("pipeline.name", "job#1")], cfg, (1, 17))
     assert "+# pipeline.name cannot be set in flink-conf.yaml" in diff
     assert "+pipeline.name" not in diff
-    assert render_config_diff([flink("env.java.opts", "-Da=b: c")], cfg, (1, 17)).endswith("+env.java.opts: -Da=b: c\n")
+    # 1.17 reads env.java.opts.all (env.java.opts is its deprecated spelling)
+    assert render_config_diff([flink("env.java.opts", "-Da=b: c")], cfg, (1, 17)).endswith(
+        "+env.java.opts.all: -Da=b: c\n")
+    assert render_config_diff([flink("env.java.opts", "-Da=b: c")], cfg, (1, 16)).endswith("+env.java.opts: -Da=b: c\n")
 
 
 def test_yaml_scalar():

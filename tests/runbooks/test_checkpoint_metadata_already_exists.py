@@ -97,8 +97,11 @@ Caused by: java.nio.file.FileAlreadyExistsException: File already exists: /mnt/f
     [f] = _detect(text, {"state.checkpoints.create-subdir": "false"}, version="1.12.7")
     assert f.root_cause.slug == "shared-dir-without-job-subdir"
     assert f.details["collisions"] == ["chk-112"]
-    diff = render_config_diff(f.patches, None, (1, 12))
-    assert "+state.checkpoints.create-subdir: true" in diff
+    # 1.12 has no create-subdir option (it came with 1.19): nothing proposes it, each job gets its own directory
+    assert "not read by Flink 1.12.7" in f.details["why"]
+    assert "create-subdir" not in render_config_diff(f.patches, None, (1, 12))
+    [own] = [p for p in f.patches if p.key == "checkpoint directory per job"]
+    assert "flink run -D state.checkpoints.dir=/mnt/flink/checkpoints/<job-name>" in own.snippet
 
 
 def test_hdfs_wording_and_a_path_wrapped_in_a_ticket():
@@ -182,3 +185,44 @@ def test_without_a_failover_in_the_logs_the_default_threshold_still_fails_the_jo
     assert "The job kept running" in tolerated.summary and tolerated.severity == "warning"
     [unknown] = _detect(text, {"execution.checkpointing.tolerable-failed-checkpoints": "3"})
     assert "Whether the job kept running is unknown" in unknown.summary
+
+
+def _shared_dir_collision(version: str, config: dict):
+    text = _collision("2024-01-01 10:05:10,000", 3, base="file:/mnt/flink/checkpoints").replace(f"/{ZERO}/chk-3",
+                                                                                                  "/chk-3")
+    [f] = _detect(text, config, version=version)
+    assert f.root_cause.slug == "shared-dir-without-job-subdir"
+    return f
+
+
+def test_create_subdir_is_proposed_only_to_releases_that_have_it():
+    # 1.18 and older always write <dir>/<job-id>/chk-N and do not read the key: no create-subdir for them
+    for version in ("1.16.3", "1.18.1"):
+        old = _shared_dir_collision(version, {"state.checkpoints.dir": "file:///mnt/flink/checkpoints"})
+        assert not any("create-subdir" in p.key for p in old.patches), version
+        assert "create-subdir" not in render_config_diff(old.patches, None, version)
+        own = next(p for p in old.patches if p.key == "checkpoint directory per job")
+        assert f"Flink {version} has no option for job-id sub-directories" in own.reason
+    # 1.19 brought state.checkpoints.create-subdir; 1.20 spells it execution.checkpointing.create-subdir
+    off = {"state.checkpoints.create-subdir": "false"}
+    v119 = _shared_dir_collision("1.19.1", off)
+    assert "+state.checkpoints.create-subdir: true" in render_config_diff(v119.patches, None, "1.19.1")
+    assert "state.checkpoints.create-subdir is false" in v119.details["why"]
+    v120 = _shared_dir_collision("1.20.3", off)
+    assert "+execution.checkpointing.create-subdir: true" in render_config_diff(v120.patches, None, "1.20.3")
+    assert not any(p.key == "checkpoint directory per job" for p in v119.patches + v120.patches)
+
+
+def test_a_create_subdir_key_an_old_release_ignores_does_not_name_the_cause():
+    # 1.17 ignores the key and writes <dir>/<job-id>/chk-N: the collision is another job id story
+    text = "\n".join([_start("2024-01-01 10:05:00,000"), _collision("2024-01-01 10:05:10,000", 1)])
+    [f] = _detect(text, {"state.checkpoints.create-subdir": "false"}, version="1.17.2")
+    assert f.root_cause.slug == "job-id-reused"
+
+
+def test_genuine_two_jobs_into_one_directory_without_job_subdirectories(spark):
+    primary = run_detectors(ingest([str(example(SLUG, "shared-dir-without-job-subdir-1.20"))], spark)).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "shared-dir-without-job-subdir")
+    assert primary.details["collisions"] == ["chk-1", "chk-2", "chk-3"]  # each once, however often it is logged
+    subdir = next(p for p in primary.patches if p.target == "flink" and "create-subdir" in p.key)
+    assert (subdir.key, subdir.current, subdir.proposed) == ("execution.checkpointing.create-subdir", "false", "true")

@@ -172,3 +172,33 @@ def test_hdfs_with_every_datanode_full_is_a_store_that_refuses_writes():
     [finding] = get_detector(SLUG).detect(incident_from_text(_log(full), version="1.18.1"))
     assert finding.root_cause.slug == "storage-unwritable"
     assert not [p for p in finding.patches if "olerable" in p.key]
+
+
+def test_unknown_checkpoint_ids_or_failure_are_said_to_be_unknown_never_a_placeholder():
+    frames_only = incident_from_text(
+        "org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold.\n"
+        "    at org.apache.flink.runtime.checkpoint.CheckpointFailureManager.checkFailureAgainstCounter(CheckpointFailureManager.java:206)\n"
+        "    at org.apache.flink.runtime.checkpoint.CheckpointCoordinator.finalizeCheckpoint(CheckpointCoordinator.java:1375)\n")
+    [neither] = get_detector(SLUG).detect(frames_only)
+    assert neither.root_cause.slug == "finalize-failure"
+    assert "?" not in neither.summary and "failed with" not in neither.summary
+    assert neither.summary.endswith("These logs show neither which checkpoints failed nor with what.")
+
+    reason_only = incident_from_text(
+        "org.apache.flink.util.FlinkRuntimeException: Exceeded checkpoint tolerable failure threshold. The latest "
+        "checkpoint failed due to Checkpoint expired before completing., view the Checkpoint History tab or the Job "
+        "Manager log to find out why continuous checkpoints failed.\n")
+    [failure] = get_detector(SLUG).detect(reason_only)
+    assert failure.root_cause.slug == "checkpoint-expired" and "?" not in failure.summary
+    assert ("These logs do not show which checkpoints failed; the threshold names the latest failure: Checkpoint "
+            "expired before completing.") in failure.summary
+
+    [known] = get_detector(SLUG).detect(incident_from_text(_log(EXPIRED, "Checkpoint expired before completing.")))
+    assert "Checkpoint(s) 2 failed with: Checkpoint expired before completing." in known.summary
+
+
+def test_the_pasted_finalize_ticket_says_what_it_does_not_show():
+    primary = run_detectors(ingest([str(example(SLUG, "ticket-excerpt-finalize-1.16"))])).primary
+    assert primary.runbook == SLUG and primary.root_cause.slug == "finalize-failure"
+    assert "Checkpoint(s) ?" not in primary.summary
+    assert "These logs show neither which checkpoints failed nor with what." in primary.summary

@@ -72,6 +72,23 @@ def test_the_pasted_kafkasink_ticket_names_the_broker_limit_at_lower_confidence(
     assert f.confidence < 0.9
 
 
+def test_kafkasinks_one_hour_default_is_reported_when_the_logs_do_not_show_the_timeout():
+    f = run_detectors(ingest([str(example(SLUG, "ticket-excerpt-kafkasink-1.17"))])).primary
+    # the pasted trace has no ProducerConfig dump: KafkaSinkBuilder's default, not "unknown"
+    assert f.details["sink"] == "KafkaSink"  # its Sink V2 writer task
+    assert f.details["transaction_timeout"].startswith("1 h (3600000 ms), the sink's default")
+    assert "unknown" not in f.details["transaction_timeout"] + f.summary
+    assert "KafkaSink, like FlinkKafkaProducer, asks for 1 h" in f.summary
+    kafka = next(p for p in f.patches if p.target == "kafka")
+    assert (kafka.current, kafka.proposed) == ("3600000", "900000") and "not in the logs" in kafka.current_source
+
+
+def test_the_default_timeout_is_reported_but_decides_nothing():
+    [f] = _detect(_writer_failed("14:10:00,500", FENCED_3X))
+    assert f.root_cause.slug == "undetermined"
+    assert f.details["transaction_timeout"].startswith("1 h (3600000 ms), the sink's default")
+
+
 def test_a_restore_after_the_timeout_is_data_loss():
     f = run_detectors(ingest([str(example(SLUG, "transaction-expired-after-downtime-1.13"))])).primary
     assert f.runbook == SLUG and f.root_cause.slug == "transaction-timeout-too-short"

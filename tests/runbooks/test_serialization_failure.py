@@ -106,4 +106,78 @@ def test_java17_without_add_exports_stops_the_jobmanager_of_an_old_release(spark
     assert (f.runbook, f.root_cause.slug) == (SLUG, "missing-add-opens")
     assert f.details["package"] == "sun.net.util" and f.details["failing_process_opens_it"] is False
     assert "JobManager failed" in f.summary
-    assert "--add-exports=java.base/sun.net.util=ALL-UNNAMED" in f.patches[0].proposed
+    java, opts = f.patches  # 1.17 does not support Java 17: Java 11 or an upgrade first, the list as a workaround
+    assert java.target == "ops" and "--add-exports=java.base/sun.net.util=ALL-UNNAMED" in opts.proposed
+
+
+def _with_jvm_options(tmp_path, name, config_lines, logged=()):
+    """The genuine incident ``name`` with JVM options of the user's own in its configuration (and, for the failing
+    TaskManager, in its logged JVM options, as the start script passes them)."""
+    import shutil
+
+    folder = tmp_path / name
+    shutil.copytree(example(SLUG, name), folder)
+    conf = next(p for p in folder.iterdir() if p.name in ("flink-conf.yaml", "config.yaml"))
+    conf.write_text(conf.read_text() + "".join(line + "\n" for line in config_lines))
+    if logged:
+        tm = folder / "log" / "flink-flink-taskexecutor-0-vm.log"
+        head, sep, tail = tm.read_text().partition("[] -  JVM Options:\n")
+        prefix = "2026-11-24 22:10:12,191 INFO  org.apache.flink.runtime.taskexecutor.TaskManagerRunner      [] -     "
+        tm.write_text(head + sep + "".join(prefix + opt + "\n" for opt in logged) + tail)
+    return folder
+
+
+def test_add_opens_are_appended_to_the_options_every_process_already_has(spark, tmp_path):
+    from flink_runbooks.render.patches import render_config_diff
+
+    own = "-XX:+UseG1GC -Dacme.env=prod"
+    folder = _with_jvm_options(tmp_path, "kryo-missing-add-opens-1.20", [f"env.java.opts.all: {own}"],
+                               logged=own.split())
+    inc = ingest([str(folder)], spark)
+    f = run_detectors(inc).primary
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "missing-add-opens")
+    [patch] = f.patches
+    assert patch.key == "env.java.opts.all" and patch.current == own
+    assert patch.proposed.startswith(own + " --add-exports=java.base/sun.net.util=ALL-UNNAMED")
+    assert "--add-opens=java.base/java.util=ALL-UNNAMED" in patch.proposed
+    assert "which stay" in patch.reason
+    diff = render_config_diff(f.patches, inc.config, inc.version_tuple)
+    assert f"-env.java.opts.all: {own}" in diff and f"+env.java.opts.all: {own} --add-exports" in diff
+
+
+def test_add_opens_go_to_the_failing_process_own_options_when_only_those_are_set(spark, tmp_path):
+    folder = _with_jvm_options(tmp_path, "kryo-missing-add-opens-1.20",
+                               ["env.java.opts.taskmanager: -XX:+HeapDumpOnOutOfMemoryError"],
+                               logged=["-XX:+HeapDumpOnOutOfMemoryError"])
+    f = run_detectors(ingest([str(folder)], spark)).primary
+    [patch] = f.patches
+    assert patch.key == "env.java.opts.taskmanager" and patch.current == "-XX:+HeapDumpOnOutOfMemoryError"
+    assert patch.proposed.startswith("-XX:+HeapDumpOnOutOfMemoryError --add-exports=")
+    assert "TaskManager JVMs" in patch.reason
+
+
+def test_before_flink_1_18_java17_is_unsupported_and_add_opens_only_a_workaround(spark, tmp_path):
+    folder = _with_jvm_options(tmp_path, "missing-add-exports-jobmanager-1.17", ["env.java.opts: -Dacme.env=prod"])
+    f = run_detectors(ingest([str(folder)], spark)).primary
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "missing-add-opens")
+    # the release's support comes first: Java 11 or an upgrade; the list is the unsupported workaround after it
+    assert f.summary.index("does not support Java 17") < f.summary.index("refused access")
+    assert "run the cluster on Java 11, or upgrade to Flink 1.18" in f.summary
+    java, opts = f.patches
+    assert java.target == "ops" and "Java 11" in java.reason and "1.18" in java.reason
+    # 1.17 reads env.java.opts.all (env.java.opts is its deprecated spelling); the user's option stays
+    assert opts.key == "env.java.opts.all" and opts.proposed.startswith("-Dacme.env=prod --add-exports=")
+    assert opts.reason.startswith("An unsupported workaround on Flink 1.17.2")
+
+
+def test_a_release_before_1_17_gets_the_list_appended_to_env_java_opts():
+    text = ("2023-03-02 10:00:00,000 WARN  org.apache.flink.runtime.taskmanager.Task [] - map (1/1)#0 (ab_cd_0_0) "
+            "switched from RUNNING to FAILED with failure cause:\n"
+            "java.lang.reflect.InaccessibleObjectException: Unable to make field private final java.lang.Object[] "
+            "java.util.Arrays$ArrayList.a accessible: module java.base does not \"opens java.util\" to unnamed "
+            "module @69eee410\n")
+    [f] = get_detector(SLUG).detect(incident_from_text(text, {"env.java.opts": "-Dacme.env=prod"}, "1.16.3"))
+    assert f.root_cause.slug == "missing-add-opens" and "Flink 1.16.3 does not support Java" in f.summary
+    java, opts = f.patches
+    assert java.key == "run on Java 11 or upgrade to Flink 1.18+"
+    assert opts.key == "env.java.opts" and opts.proposed.startswith("-Dacme.env=prod --add-exports=")

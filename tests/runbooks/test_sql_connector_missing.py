@@ -94,3 +94,45 @@ def test_genuine_unsupported_option_and_healthy_program_are_not_this_runbook(spa
     assert not any(f.runbook == SLUG for f in near.findings)
     assert "Unsupported options found for 'datagen'" in near.primary.summary
     assert run_detectors(ingest([str(example(SLUG, "healthy-1.20"))], spark)).findings == []
+
+
+def _jar_of(text: str, version: str, file: str = "flink-flink-sql-client-host.log", config: dict | None = None):
+    [f] = get_detector(SLUG).detect(incident_from_text(text, config or {}, version, file=file))
+    return f, next(p for p in f.patches if p.key == "add the connector's SQL jar")
+
+
+def test_before_kafka_left_flinks_repository_its_sql_jar_carries_flinks_version():
+    # Kafka's own releases start with 3.0.0-1.17: a 1.16 or 1.15 cluster takes the jar Flink released itself
+    for version in ("1.16.2", "1.15.4"):
+        f, add = _jar_of(_sql_client("kafka"), version)
+        assert f"ADD JAR '/opt/flink/usrlib/flink-sql-connector-kafka-{version}.jar';" in add.snippet, version
+        assert "<connector version>" not in add.snippet
+        jars = next(p for p in f.patches if p.key == "pipeline.jars")
+        assert jars.proposed == f"file:///opt/flink/usrlib/flink-sql-connector-kafka-{version}.jar"
+    f, add = _jar_of(_sql_client("kafka"), "1.16")  # the patch release unknown: no invented one
+    assert "flink-sql-connector-kafka-1.16.<patch>.jar" in add.snippet and "-1.16.jar" not in add.snippet
+
+
+def test_an_externalized_connector_jar_carries_its_own_version_and_the_flink_minor():
+    _, kafka = _jar_of(_sql_client("kafka"), "1.17.2")
+    assert "flink-sql-connector-kafka-<connector version>-1.17.jar" in kafka.snippet
+    # JDBC and Elasticsearch left with 1.16 (their first own releases are 3.0.0-1.16)
+    _, jdbc = _jar_of(_sql_client("jdbc"), "1.16.3")
+    assert "flink-connector-jdbc-<connector version>-1.16.jar" in jdbc.snippet
+    _, jdbc_old = _jar_of(_sql_client("jdbc"), "1.15.4")
+    assert "flink-connector-jdbc-1.15.4.jar" in jdbc_old.snippet
+
+
+def test_a_connector_with_no_release_for_that_flink_is_said_so():
+    f, add = _jar_of(_sql_client("mongodb"), "1.15.4")  # MongoDB's first release is 1.0.0-1.16
+    assert add.snippet is None and "no release of flink-sql-connector-mongodb supports Flink 1.15.4" in add.reason
+    assert not any(p.key == "pipeline.jars" for p in f.patches)
+
+
+def test_formats_and_cdc_connectors_keep_their_own_naming():
+    text = "\n".join(_no_factory("avro-confluent", ("csv", "json", "raw"),
+                                 "org.apache.flink.table.factories.DeserializationFormatFactory"))
+    _, avro = _jar_of(text, "1.18.1", file="jobmanager.log")
+    assert "flink-sql-avro-confluent-registry-1.18.1.jar" in avro.snippet
+    _, cdc = _jar_of(_sql_client("mysql-cdc"), "1.18.1")
+    assert "flink-sql-connector-mysql-cdc-<Flink CDC version>.jar" in cdc.snippet and "-1.18.jar" not in cdc.snippet

@@ -179,3 +179,56 @@ def test_a_rollback_to_a_checkpoint_another_deployment_claimed(spark):
     assert primary.details["what_is_missing"] == "the whole snapshot directory"
     newest = next(p for p in primary.patches if p.target == "ops")
     assert "b81f3d5a7c9e4b2d8f0a1c3e5b7d9f2a/chk-" in newest.snippet  # the job that claimed it owns its successors
+
+
+def test_a_checkpoint_restored_from_where_it_was_moved_is_relocated_not_deleted():
+    moved = f"s3://flink-prod-eu/checkpoints/{JOB}/chk-12"
+    text = "\n".join([
+        line("10:04:59,000", f"Restoring job {NEW} from Savepoint 12 @ 1709287500000 for {NEW} located at {moved}.",
+             logger="org.apache.flink.runtime.checkpoint.CheckpointCoordinator"),
+        # the copy's _metadata still names the files where the checkpoint was written
+        _tm_failure(f"hdfs://nn-old:8020/flink/checkpoints/{JOB}/shared/4b1e2c3d-5f60-4a7b-8c9d-0e1f2a3b4c5d")])
+    [f] = get_detector(SLUG).detect(incident_from_text(text, {"state.checkpoints.dir": "s3://flink-prod-eu/checkpoints"},
+                                                       "1.18.1"))
+    assert f.root_cause.slug == "checkpoint-relocated"
+    assert f.details["original_location"] == f"hdfs://nn-old:8020/flink/checkpoints/{JOB}"
+    assert "Checkpoints cannot be relocated; only savepoints can" in f.summary and moved in f.summary
+    assert f.evidence[0].note == "the restore reads the checkpoint at its new place"
+    original, savepoint = f.patches
+    assert original.key == "restore from the checkpoint's original location"
+    assert f"flink run -s hdfs://nn-old:8020/flink/checkpoints/{JOB}/chk-12" in original.snippet
+    assert savepoint.key == "move state with a savepoint" and "savepoint" in savepoint.reason
+    assert not any(p.key == "execution.checkpointing.num-retained" for p in f.patches)  # nothing to retain longer
+
+
+def test_a_missing_file_inside_the_restored_checkpoint_tree_stays_files_deleted():
+    text = "\n".join([
+        line("10:04:59,000", f"Restoring job {NEW} from Savepoint 12 @ 1709287500000 for {NEW} located at "
+             f"file:{CHK}.", logger="org.apache.flink.runtime.checkpoint.CheckpointCoordinator"),
+        _tm_failure(f"/var/flink/checkpoints/{JOB}/shared/4b1e2c3d-5f60-4a7b-8c9d-0e1f2a3b4c5d")])
+    [f] = get_detector(SLUG).detect(incident_from_text(text, {}, "1.20.3"))
+    assert f.root_cause.slug == "files-deleted"
+
+
+def test_genuine_checkpoint_moved_to_another_directory(spark):
+    from flink_runbooks.diagnose import ingest
+
+    primary = run_detectors(ingest([str(example(SLUG, "checkpoint-relocated-rocksdb-1.20.3"))], spark)).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "checkpoint-relocated")
+    assert "/ckpt-moved/" in primary.details["snapshot"] and primary.details["snapshot"].endswith("/chk-4")
+    assert primary.details["original_location"].endswith("/ckpt/77dc4435cb04e38fceb61b1960c72a54")
+    assert "Checkpoints cannot be relocated; only savepoints can" in primary.summary
+    assert not any(p.key == "stop deleting files the checkpoints still use" for p in primary.patches)
+    restore = next(p for p in primary.patches if p.key == "restore from the checkpoint's original location")
+    assert "/ckpt/77dc4435cb04e38fceb61b1960c72a54/chk-4" in restore.snippet
+
+
+def test_the_submission_alone_names_the_relocated_checkpoint():
+    moved = f"s3://flink-prod-eu/checkpoints/{JOB}/chk-12"
+    text = "\n".join([
+        line("10:04:58,000", f"Starting job {NEW} from savepoint {moved} ()",
+             logger="org.apache.flink.runtime.checkpoint.CheckpointCoordinator"),
+        _tm_failure(f"hdfs://nn-old:8020/flink/checkpoints/{JOB}/chk-12/4b1e2c3d-5f60-4a7b-8c9d-0e1f2a3b4c5d")])
+    [f] = get_detector(SLUG).detect(incident_from_text(text, {}, "1.16.3"))
+    assert f.root_cause.slug == "checkpoint-relocated"
+    assert f.details["original_location"] == f"hdfs://nn-old:8020/flink/checkpoints/{JOB}"

@@ -16,6 +16,9 @@ from flink_runbooks.vocabulary.wordings import Wording
 DIR_KEY = "execution.checkpointing.dir"
 RETAINED_KEY = "execution.checkpointing.num-retained"
 SUBDIR_KEY = "execution.checkpointing.create-subdir"
+# The release that brought the option (state.checkpoints.create-subdir; execution.checkpointing.create-subdir from
+# 1.20): before it, Flink always writes <dir>/<job id>/chk-N and ignores the key.
+SUBDIR_SINCE = (1, 19)
 # Keep only the newest checkpoint: fewer chk-N directories lie ahead of a restore point or under another writer's
 # counter (a production deployment sharing an NFS mount cut its retention from 10 to 1 for this reason).
 FEWER_RETAINED = 1
@@ -103,7 +106,8 @@ class CheckpointMetadataAlreadyExists(Detector):
         RootCause("shared-dir-without-job-subdir",
                   "Job-id sub-directories are disabled, so every job of the directory writes the same chk-N.",
                   "create-subdir is false and the colliding path has no job-id segment.",
-                  patches=("flink:execution.checkpointing.create-subdir", "flink:execution.checkpointing.num-retained")),
+                  patches=("flink:execution.checkpointing.create-subdir", "flink:execution.checkpointing.num-retained",
+                           "ops:checkpoint directory per job")),
     )
 
     wordings = (
@@ -125,6 +129,8 @@ class CheckpointMetadataAlreadyExists(Detector):
                            "{tolerable} such failure(s) in a row pass, and the logs end before a later checkpoint.",
         # the evidence of the verdict ("why")
         "subdir off": "{key} is false ({source})",
+        "subdir not read": "the path has no job-id directory ({key}: false in {source} is not read by Flink "
+                           "{version}: the option came with 1.19)",
         "no job segment": "the path has no job-id directory",
         "shared dir": "{said}, so {path} is shared by every job writing to {base_dir}",
         "other jobmanager": "another JobManager ({jobmanager}) ran job {job} at the same time and checkpointed into "
@@ -162,6 +168,9 @@ class CheckpointMetadataAlreadyExists(Detector):
                    "so pick the name per deployment.",
         "job subdir": "Keep each job's checkpoints under <dir>/<job-id>/ so jobs sharing the directory do not "
                       "collide.",
+        "dir per job": "Flink {version} has no option for job-id sub-directories (state.checkpoints.create-subdir "
+                       "came with 1.19): give every job a checkpoint directory of its own, in its submission or its "
+                       "code.",
         "fewer retained": "{retained} retained checkpoints leave {retained} chk-N directories behind: {narrows}. This "
                           "narrows the collisions; the change above (one directory per writer) is what ends them.",
         "ahead of restore": "they lie ahead of an older restore point; with one, the restore point is the newest "
@@ -256,17 +265,26 @@ class CheckpointMetadataAlreadyExists(Detector):
             job = jm["job"] if jm else fm["job"] if fm else None
             key = (job, int(m["id"]))
             out.setdefault(key, Collision(ev, int(m["id"]), job, path))  # one collision is logged more than once
-        return sorted(out.values(), key=lambda c: (c.event.ts or "", c.event.line))
+        # the same collision repeated in a record that does not name the job (a failover's cause)
+        named = {cid for job, cid in out if job is not None}
+        found = [c for (job, cid), c in out.items() if job is not None or cid not in named]
+        return sorted(found, key=lambda c: (c.event.ts or "", c.event.line))
 
     def _cause(self, incident, collisions, run: JobRun | None, earlier: list[JobRun], history, retained):
         """The root cause and the evidence that names it (a clause of the summary)."""
         first = collisions[0]
-        subdir = incident.config.get_bool(SUBDIR_KEY)
+        # a release before the option ignores the key
+        subdir = incident.config.get_bool(SUBDIR_KEY) if _has_subdir_option(incident) else None
         # The default keeps <dir>/<job-id>/chk-N: a full path without the job-id segment means it was turned off.
         no_job_segment = bool(re.match(r"^(?:\w+:)?/", first.path)) and not JOB_IN_PATH.search(first.path)
         if subdir is False or (subdir is None and no_job_segment):
             where = incident.config.lookup(SUBDIR_KEY)
-            said = self.say("subdir off", key=where.key, source=where.source) if where else self.say("no job segment")
+            if where and not _has_subdir_option(incident):
+                said = self.say("subdir not read", key=where.key, source=where.source, version=incident.flink_version)
+            elif where:
+                said = self.say("subdir off", key=where.key, source=where.source)
+            else:
+                said = self.say("no job segment")
             return "shared-dir-without-job-subdir", self.say("shared dir", said=said, path=first.path,
                                                              base_dir=first.base_dir)
         other_jm = _other_jobmanager_active(incident, first)
@@ -344,8 +362,15 @@ class CheckpointMetadataAlreadyExists(Detector):
             patches.append(self.ops_patch(
                 "checkpoint directory per deployment", self.say("own dir") + self.say("name it"),
                 snippet=f"{version_key(incident, DIR_KEY)}: {current_dir}/<deployment-name>"))
-        if cause == "shared-dir-without-job-subdir":
+        if cause == "shared-dir-without-job-subdir" and _has_subdir_option(incident):
             patches.append(self.flink_patch(incident, SUBDIR_KEY, "true", self.say("job subdir")))
+        elif cause == "shared-dir-without-job-subdir":
+            dir_key = version_key(incident, DIR_KEY)
+            patches.append(self.ops_patch(
+                "checkpoint directory per job", self.say("dir per job", version=incident.flink_version),
+                snippet=f"flink run -D {dir_key}={current_dir}/<job-name> ...\n"
+                        f"// or in the job: env.getCheckpointConfig().setCheckpointStorage(\"{current_dir}/<job-name>\");"
+                        f"  (1.13+; before: env.setStateBackend(new FsStateBackend(\"{current_dir}/<job-name>\")))"))
         retained_now = cfg.get_int(RETAINED_KEY) or 1
         if retained_now > FEWER_RETAINED:
             narrows = {
@@ -371,6 +396,12 @@ class CheckpointMetadataAlreadyExists(Detector):
         if cause in ("concurrent-writers", "restored-behind-newer-checkpoints"):
             patches.append(self.ops_patch("one writer per checkpoint directory", self.say("one writer")))
         return patches
+
+
+def _has_subdir_option(incident: Incident) -> bool:
+    """Whether the incident's release reads create-subdir (an unknown release is given the benefit of the doubt)."""
+    v = incident.version_tuple
+    return v is None or tuple(v[:2]) >= SUBDIR_SINCE
 
 
 def _kept_running(incident: Incident, history, first: Collision) -> bool:

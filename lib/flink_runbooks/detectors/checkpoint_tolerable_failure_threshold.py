@@ -130,7 +130,13 @@ class CheckpointTolerableFailureThreshold(Detector):
         "tolerance": "tolerable-failed-checkpoints={tolerable}",
         "tolerance unset": "tolerable-failed-checkpoints unset (0)",
         "undetermined": "Root cause undetermined: the failing checkpoints are not in the given logs.",
-        "why": "Why: {what} Checkpoint(s) {ids} failed with: {failure}",
+        "why": "Why: {what} {failed}",
+        # what the logs tell of the failed checkpoints; a part they do not show is said to be unknown
+        "ids and failure": "Checkpoint(s) {ids} failed with: {failure}",
+        "ids only": "Checkpoint(s) {ids} failed; these logs do not show with what.",
+        "failure only": "These logs do not show which checkpoints failed; the threshold names the latest "
+                        "failure: {failure}",
+        "neither": "These logs show neither which checkpoints failed nor with what.",
         "exceeded note": "the threshold was exceeded: the job fails over",
         "failed note": "checkpoint {checkpoint} failed: {failure}",
         "last completed note": "last completed checkpoint before the failure: {checkpoint}",
@@ -183,9 +189,16 @@ class CheckpointTolerableFailureThreshold(Detector):
             summary += self.say(cause)
         else:
             ids = ", ".join(str(a.checkpoint_id) for a in streak[:5])
-            summary += self.say("why", what=self.cause(cause).summary, ids=ids or "?",
-                                failure=next((a.failure for a in streak if a.failure), reason_text or ""))
-            summary = summary.rstrip(": ")
+            failure = next((a.failure for a in streak if a.failure), reason_text or "")
+            if ids and failure:
+                failed = self.say("ids and failure", ids=ids, failure=failure)
+            elif ids:
+                failed = self.say("ids only", ids=ids)
+            elif failure:
+                failed = self.say("failure only", failure=failure)
+            else:
+                failed = self.say("neither")
+            summary += self.say("why", what=self.cause(cause).summary, failed=failed)
         return [self.finding(
             cause, summary, evidence,
             confidence=0.4 if cause == "undetermined" else 0.6 if not streak else 0.9,

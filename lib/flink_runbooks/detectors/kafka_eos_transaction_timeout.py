@@ -28,6 +28,10 @@ from flink_runbooks.vocabulary.units import format_duration
 from flink_runbooks.vocabulary.lifecycle import JOB_STATE
 
 SLUG = "kafka-eos-transaction-timeout"
+# What both exactly-once sinks ask for when the job leaves transaction.timeout.ms unset: KafkaSinkBuilder puts
+# DEFAULT_KAFKA_TRANSACTION_TIMEOUT = Duration.ofHours(1) into the producer properties (since KafkaSink came, 1.14),
+# FlinkKafkaProducer its DEFAULT_KAFKA_TRANSACTION_TIMEOUT = Time.hours(1) (apache/flink-connector-kafka sources).
+SINK_DEFAULT_TIMEOUT_MS = 3_600_000
 BROKER_MAX = "ops:raise transaction.max.timeout.ms on the brokers"
 LOST_DATA = "ops:find and replay the lost records"
 
@@ -144,6 +148,14 @@ class KafkaEosTransactionTimeout(Detector):
                                     "cover the checkpoint interval plus the longest downtime after which the job "
                                     "should restore without losing data.",
         "legacy default": "FlinkKafkaProducer asks for 1 h when the job does not set transaction.timeout.ms. ",
+        "kafkasink default": "KafkaSink, like FlinkKafkaProducer, asks for 1 h when the job does not set "
+                             "transaction.timeout.ms (KafkaSinkBuilder's default). ",
+        "either default": "Both exactly-once Kafka sinks (KafkaSink and FlinkKafkaProducer) ask for 1 h when the job "
+                          "does not set transaction.timeout.ms. ",
+        "default timeout": "{timeout}, the sink's default: the logs do not show the producer's value, and KafkaSink "
+                           "and FlinkKafkaProducer both set 1 h when the job leaves transaction.timeout.ms unset",
+        "default source": "the sink's default when unset (KafkaSink and FlinkKafkaProducer: 1 h); not in the logs",
+        "default in summary": "{timeout}, the sink's default; the logs do not show the producer's own value",
         "interval above max": " The checkpoint interval ({interval}) is not shorter than 15 min: a 15 min timeout "
                               "would expire transactions before their checkpoint; raise the brokers' maximum.",
         "at most broker max": "At most the brokers' transaction.max.timeout.ms (900000 ms by default). It bounds how "
@@ -218,8 +230,11 @@ class KafkaEosTransactionTimeout(Detector):
         interval_ms, interval_where = checkpoint_interval_ms(incident)
         excerpt = is_excerpt(incident)
         details = {
-            "transaction_timeout": _fmt(timeout_ms) + (f" ({timeout_where})" if timeout_where else ""),
-            "transaction_timeout_source": timeout_where or "not in the logs",
+            # not in the logs: what the sink sets when the job leaves it unset (a verdict never rests on it)
+            "transaction_timeout": (_fmt(timeout_ms) + (f" ({timeout_where})" if timeout_where else "")
+                                    if timeout_ms is not None else
+                                    self.say("default timeout", timeout=_fmt(SINK_DEFAULT_TIMEOUT_MS))),
+            "transaction_timeout_source": timeout_where or self.say("default source"),
             "checkpoint_interval": _fmt(interval_ms) + (f" ({interval_where})" if interval_where else ""),
             "sink": _sink_api(incident, errors),
         }
@@ -272,13 +287,16 @@ class KafkaEosTransactionTimeout(Detector):
 
     def _above_max(self, incident, above, timeout_ms, interval_ms, details, excerpt) -> Finding:
         proposed = BROKER_DEFAULT_MAX_TIMEOUT_MS
-        legacy = "FlinkKafkaProducer" in details["sink"]
-        summary = self.say("timeout-above-broker-max", timeout=_fmt(timeout_ms),
-                           legacy_default=self.say("legacy default") if legacy else "")
+        default = ("legacy default" if "FlinkKafkaProducer" in details["sink"] else
+                   "kafkasink default" if details["sink"] == "KafkaSink" else "either default")
+        summary = self.say("timeout-above-broker-max",
+                           timeout=_fmt(timeout_ms) if timeout_ms is not None else
+                           self.say("default in summary", timeout=_fmt(SINK_DEFAULT_TIMEOUT_MS)),
+                           legacy_default=self.say(default) if timeout_ms in (None, SINK_DEFAULT_TIMEOUT_MS) else "")
         patches = [self.kafka_patch(
             "transaction.timeout.ms", str(proposed), self.say("at most broker max"),
-            current=str(timeout_ms) if timeout_ms is not None else None,
-            current_source=details["transaction_timeout_source"] if timeout_ms is not None else None)]
+            current=str(timeout_ms if timeout_ms is not None else SINK_DEFAULT_TIMEOUT_MS),
+            current_source=details["transaction_timeout_source"])]
         patches.append(self.ops_patch(
             "raise transaction.max.timeout.ms on the brokers", self.say("raise broker max"),
             snippet="# server.properties of every broker\ntransaction.max.timeout.ms=3600000"))
@@ -400,7 +418,10 @@ def _sink_api(incident: Incident, errors: list[TransactionError]) -> str:
         ev.logger or "" for ev in incident.events[:2000])
     if re.search(r"FlinkKafkaProducer|TwoPhaseCommitSinkFunction|KafkaTransactionState", text):
         return "FlinkKafkaProducer (legacy two-phase commit sink)"
-    if re.search(r"org\.apache\.flink\.connector\.kafka\.sink|KafkaWriter|KafkaCommitter|KafkaSink", text):
+    # a Sink V2 writer task ("<sink name> Writer (1/4)") failing on Kafka transactions: of the Kafka sinks, only
+    # KafkaSink is a Sink V2 (FlinkKafkaProducer's task is the plain "Sink: <name>")
+    if re.search(r"org\.apache\.flink\.connector\.kafka\.sink|KafkaWriter|KafkaCommitter|KafkaSink|"
+                 r"\bWriter \(\d+/\d+\)", text):
         return "KafkaSink"
     return "unknown (no sink class in the logs)"
 

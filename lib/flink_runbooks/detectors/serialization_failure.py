@@ -15,7 +15,7 @@ Causes told apart from Flink's own message and what the processes logged (:mod:`
 """
 from __future__ import annotations
 
-from flink_runbooks.detectors.base import Detector
+from flink_runbooks.detectors.base import Detector, version_key
 from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.evidence.serialization import KIND_ORDER, failures, generic_types, jvm_views, opens_package
 from flink_runbooks.evidence.serialization import SerializationFailure as Report
@@ -38,6 +38,12 @@ JAVA17_OPENS = (
     "--add-opens=java.base/java.util=ALL-UNNAMED --add-opens=java.base/java.util.concurrent=ALL-UNNAMED "
     "--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED "
     "--add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED")
+# Flink supports Java 17 from 1.18 (FLINK-15736); older releases run on Java 8 and 11 only.
+JAVA17_SINCE = (1, 18)
+# The JVM options of every process (env.java.opts before 1.17) and each process's own, which Flink adds after them.
+ALL_PROCESSES_KEY = "env.java.opts.all"
+ROLE_KEYS = {"taskmanager": "env.java.opts.taskmanager", "jobmanager": "env.java.opts.jobmanager",
+             "client": "env.java.opts.client"}
 
 POJO_SNIPPET = """\
 // A POJO Flink serializes itself (no Kryo): public class, public no-argument constructor, every field public
@@ -119,8 +125,10 @@ class SerializationFailure(Detector):
                   "them; the process ran without Flink's --add-opens list (env.java.opts.all).",
                   "InaccessibleObjectException 'does not \"opens <package>\" to unnamed module', and the process's "
                   "logged JVM options without --add-opens for that package.",
-                  patches=("flink:env.java.opts.all", "flink:env.java.opts"),
-                  versions="Java 17+; the list ships with Flink >= 1.18",
+                  patches=("flink:env.java.opts.all", "flink:env.java.opts", "flink:env.java.opts.taskmanager",
+                           "flink:env.java.opts.jobmanager", "flink:env.java.opts.client",
+                           "ops:run on Java 11 or upgrade to Flink 1.18+"),
+                  versions="Java 17+; the list ships with Flink >= 1.18 (before 1.18 Java 17 is not supported)",
                   would_change="The JVM options logged by the failing process holding --add-opens for the package "
                                "(then a library's own reflection: undetermined)."),
         RootCause("not-a-pojo", "A type that is not a valid POJO goes through Kryo, and Kryo fails on it (fields "
@@ -151,8 +159,12 @@ class SerializationFailure(Detector):
         "generic-types-disabled": "{where} Generic types are disabled (pipeline.generic-types: false) and {type} is "
                                   "not a POJO, so Flink would need Kryo for it.{logged_why}",
         "logged why": " Flink logged why: {why}",
-        "missing-add-opens": "{where} Java {java} refused access to {package} ({failure}): the process ran without "
-                             "Flink's --add-opens/--add-exports list, which Flink >= 1.18 ships in env.java.opts.all.",
+        "missing-add-opens": "{where} {unsupported}Java {java} refused access to {package} ({failure}): the process "
+                             "ran without Flink's --add-opens/--add-exports list, which Flink >= 1.18 ships in "
+                             "env.java.opts.all.",
+        "java 17 unsupported": "Flink {version} does not support Java {java} (Java 17 is supported from Flink 1.18; "
+                               "older releases run on Java 8 and 11): run the cluster on Java 11, or upgrade to Flink "
+                               "1.18 or later. ",
         "non-serializable-closure": "{where} A function of the job holds a field of class {field_class}, which is not "
                                     "Serializable; Flink serializes every function into the job graph.",
         "avro-null-field": "{where} An Avro record has null in field '{field}', which its schema does not allow.",
@@ -168,9 +180,17 @@ class SerializationFailure(Detector):
                        "faster than Kryo and supports schema evolution.",
         "generic types reason": "Only if Kryo for this type is acceptable (slower, no state schema evolution): "
                                 "generic types were disabled precisely to catch such types.",
-        "add-opens reason": "The --add-opens/--add-exports list of Flink's default configuration: it opens {package} "
-                            "(and the other JDK packages Kryo and Flink reflect into) to every Flink JVM. Restart the "
-                            "cluster (the client reads it too) after changing it.",
+        "add-opens reason": "{workaround}The --add-opens/--add-exports list of Flink's default configuration: it "
+                            "opens {package} (and the other JDK packages Kryo and Flink reflect into) to {scope}. "
+                            "{kept}Restart the cluster (the client reads it too) after changing it.",
+        "every jvm": "every Flink JVM",
+        "role jvm": "the {role} JVMs (the options of {key})",
+        "kept options": "It is appended to the options already set there ({current}), which stay. ",
+        "unsupported workaround": "An unsupported workaround on Flink {version}, which is not built or tested for "
+                                  "Java 17; prefer Java 11 or Flink 1.18+. ",
+        "java 11 or upgrade": "Flink {version} does not support Java {java}: run its JVMs on Java 11 (set JAVA_HOME or "
+                              "env.java.home, or use a Java 11 image), or upgrade the job and cluster to Flink 1.18 "
+                              "or later, the first release supporting Java 17.",
         "transient reason": "{field_class} cannot be serialized with the function: create it on the TaskManager in "
                             "open() and mark the field transient.",
         "avro reason": "The schema of field '{field}' has no null branch.",
@@ -193,22 +213,17 @@ class SerializationFailure(Detector):
         confidence = {"undetermined": 0.45}.get(cause, 0.9)
         if is_excerpt(incident):
             confidence = min(confidence, 0.7)
-        ev = first.event
-        file = ev.file.rsplit("/", 1)[-1]
-        if file.endswith(".out") or "client" in file or ev.role == "client":
-            where = self.say("where client", file=file)
-        elif "taskexecutor" in file or ev.role == "taskmanager":
-            where = self.say("where taskmanager", file=file)
-        elif "standalonesession" in file or "jobmanager" in file or ev.role == "jobmanager":
-            where = self.say("where jobmanager", file=file)
-        else:
-            where = self.say("where unknown", file=file)
+        file = first.event.file.rsplit("/", 1)[-1]
+        where = self.say(f"where {_role(first)}", file=file)
         if cause == "generic-types-disabled":
             logged_why = (self.say("logged why", why=details["why_not_a_pojo"].split(" - ", 1)[-1][:200])
                           if "why_not_a_pojo" in details else "")
             summary = self.say(cause, where=where, type=first.subject, logged_why=logged_why)
         elif cause == "missing-add-opens":
-            summary = self.say(cause, where=where, java=details.get("java", "17+"), package=details["package"],
+            java = details["java"] if details.get("java") != "unknown" else "17+"
+            unsupported = (self.say("java 17 unsupported", version=incident.flink_version, java=java)
+                           if _java17_unsupported(incident) else "")
+            summary = self.say(cause, where=where, unsupported=unsupported, java=java, package=details["package"],
                                failure=first.detail[:160])
         elif cause == "non-serializable-closure":
             summary = self.say(cause, where=where, field_class=first.subject)
@@ -264,6 +279,31 @@ class SerializationFailure(Detector):
             return "not-a-pojo", extra, notes, details
         return "undetermined", extra, notes, details
 
+    def _add_opens_patches(self, incident: Incident, role: str, details: dict):
+        """The --add-opens list appended to the JVM options the incident already sets: those of every process when
+        it sets them, else the failing process's own, else a new env.java.opts.all (env.java.opts before 1.17)."""
+        cfg = incident.config
+        key = ALL_PROCESSES_KEY
+        if cfg.lookup(ALL_PROCESSES_KEY) is None and role in ROLE_KEYS and cfg.lookup(ROLE_KEYS[role]) is not None:
+            key = ROLE_KEYS[role]
+        current = cfg.lookup(key)
+        proposed = _appended(current.value if current else "", JAVA17_OPENS)
+        spelled = version_key(incident, key)
+        scope = (self.say("every jvm") if key == ALL_PROCESSES_KEY
+                 else self.say("role jvm", role=_ROLE_NAMES[role], key=spelled))
+        kept = self.say("kept options", current=f"{spelled}: {current.value}") if current and current.value else ""
+        out = []
+        workaround = ""
+        if _java17_unsupported(incident):
+            java = details["java"] if details.get("java") != "unknown" else "17"
+            out.append(self.ops_patch("run on Java 11 or upgrade to Flink 1.18+",
+                                      self.say("java 11 or upgrade", version=incident.flink_version, java=java)))
+            workaround = self.say("unsupported workaround", version=incident.flink_version)
+        out.append(self.flink_patch(incident, key, proposed,
+                                    self.say("add-opens reason", workaround=workaround, scope=scope, kept=kept,
+                                             package=details.get("package", "java.util"))))
+        return out
+
     def _patches(self, incident: Incident, cause: str, first: Report, details: dict):
         if cause in ("generic-types-disabled", "not-a-pojo"):
             name = (first.subject or (details.get("generic_types") or ["MyType"])[0]).rsplit(".", 1)[-1].split("$")[-1]
@@ -275,10 +315,7 @@ class SerializationFailure(Detector):
                                             self.say("generic types reason")))
             return out
         if cause == "missing-add-opens":
-            v = incident.version_tuple
-            key = "env.java.opts.all" if not v or tuple(v[:2]) >= (1, 17) else "env.java.opts"
-            return [self.flink_patch(incident, key, JAVA17_OPENS,
-                                     self.say("add-opens reason", package=details.get("package", "java.util")))]
+            return self._add_opens_patches(incident, _role(first), details)
         if cause == "non-serializable-closure":
             field = (first.subject or "Client").rsplit(".", 1)[-1].split("$")[-1]
             return [self.code_patch("make the field transient and create it in open()",
@@ -290,3 +327,31 @@ class SerializationFailure(Detector):
                                     self.say("avro reason", field=first.subject))]
         return [self.ops_patch("collect the client log", self.say("collect the client log"),
                                snippet="grep -n -E 'GenericType|JVM: ' log/flink-*-client-*.log")]
+
+
+_ROLE_NAMES = {"taskmanager": "TaskManager", "jobmanager": "JobManager", "client": "client"}
+
+
+def _role(report: Report) -> str:
+    """The process that failed: client, taskmanager, jobmanager or unknown (from the file name when not logged)."""
+    ev = report.event
+    file = ev.file.rsplit("/", 1)[-1]
+    if file.endswith(".out") or "client" in file or ev.role == "client":
+        return "client"
+    if "taskexecutor" in file or ev.role == "taskmanager":
+        return "taskmanager"
+    if "standalonesession" in file or "jobmanager" in file or ev.role == "jobmanager":
+        return "jobmanager"
+    return "unknown"
+
+
+def _java17_unsupported(incident: Incident) -> bool:
+    v = incident.version_tuple
+    return v is not None and tuple(v[:2]) < JAVA17_SINCE
+
+
+def _appended(current: str, options: str) -> str:
+    """``current`` JVM options followed by those of ``options`` they do not hold yet."""
+    have = set(current.split())
+    missing = [o for o in options.split() if o not in have]
+    return " ".join(p for p in (current.strip(), *missing) if p)

@@ -20,7 +20,7 @@ from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence import dependencies
 from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.vocabulary.versions import minor_text
+from flink_runbooks.vocabulary.versions import FlinkVersion, minor_text
 from flink_runbooks.vocabulary.wordings import Wording
 
 SLUG = "sql-connector-missing"
@@ -38,7 +38,7 @@ SQL_JARS = {
     "firehose": "flink-sql-connector-aws-kinesis-firehose", "dynamodb": "flink-sql-connector-dynamodb",
     "hbase-1.4": "flink-sql-connector-hbase-1.4", "hbase-2.2": "flink-sql-connector-hbase-2.2",
     "mongodb": "flink-sql-connector-mongodb", "pulsar": "flink-sql-connector-pulsar",
-    "rabbitmq": "flink-sql-connector-rabbitmq", "hive": "flink-sql-connector-hive-3.1.3",
+    "rabbitmq": "flink-sql-connector-rabbitmq", "hive": "flink-sql-connector-hive-3.1.3_2.12",
     "mysql-cdc": "flink-sql-connector-mysql-cdc", "postgres-cdc": "flink-sql-connector-postgres-cdc",
     "oracle-cdc": "flink-sql-connector-oracle-cdc", "sqlserver-cdc": "flink-sql-connector-sqlserver-cdc",
     "mongodb-cdc": "flink-sql-connector-mongodb-cdc", "paimon": "paimon-flink", "iceberg": "iceberg-flink-runtime",
@@ -52,6 +52,30 @@ SQL_JARS = {
     "raw": "flink-table (built in)",
 }
 BUILT_IN = ("blackhole", "datagen", "filesystem", "print", "values")
+# Connectors that left Flink's main repository: the first Flink minor their own releases support (the Flink version
+# in the pom of each repository's first release tag, apache/flink-connector-*). Their jars are named
+# <artifact>-<connector version>-<flink minor>.jar (flink-sql-connector-kafka-3.2.0-1.19.jar); before that minor only
+# Flink's own release of the connector exists, named with Flink's version (flink-sql-connector-kafka-1.15.4.jar).
+EXTERNALIZED_SINCE = {
+    "flink-sql-connector-kafka": (1, 17),            # flink-connector-kafka v3.0.0 (Flink 1.17.0)
+    "flink-connector-jdbc": (1, 16),                 # flink-connector-jdbc v3.0.0 (1.16.0)
+    "flink-sql-connector-elasticsearch6": (1, 16),   # flink-connector-elasticsearch v3.0.0 (1.16.0)
+    "flink-sql-connector-elasticsearch7": (1, 16),
+    "flink-sql-connector-kinesis": (1, 16),          # flink-connector-aws v4.0.0 (1.16.0)
+    "flink-sql-connector-aws-kinesis-firehose": (1, 16),
+    "flink-sql-connector-dynamodb": (1, 16),         # flink-connector-aws v3.0.0 (1.16.0)
+    "flink-sql-connector-hbase-1.4": (1, 16),        # flink-connector-hbase v3.0.0 (1.16.2)
+    "flink-sql-connector-hbase-2.2": (1, 16),
+    "flink-sql-connector-pulsar": (1, 16),           # flink-connector-pulsar v3.0.0 (1.16.0)
+    "flink-sql-connector-rabbitmq": (1, 16),         # flink-connector-rabbitmq v3.0.0 (1.16.0)
+    "flink-sql-connector-opensearch": (1, 16),       # flink-connector-opensearch v1.0.0 (1.16.0)
+    "flink-sql-connector-opensearch2": (1, 18),      # flink-connector-opensearch v1.2.0 (1.18.0)
+    "flink-sql-connector-mongodb": (1, 16),          # flink-connector-mongodb v1.0.0 (1.16.0)
+    "flink-sql-connector-hive-3.1.3_2.12": (1, 20),  # flink-connector-hive v3.0.0 (1.20.0)
+}
+# Connectors that were never part of Flink's own releases: no jar exists for a Flink older than their first release.
+NEVER_IN_FLINK = ("flink-sql-connector-opensearch", "flink-sql-connector-opensearch2", "flink-sql-connector-dynamodb",
+                  "flink-sql-connector-mongodb")
 
 _ADD_JAR = "ops:add the connector's SQL jar"
 _PIPELINE_JARS = "flink:pipeline.jars"
@@ -144,6 +168,8 @@ class SqlConnectorMissing(Detector):
                            "cluster.",
         "pipeline jars": "Ships the connector jar with every job of the session (SQL client, SQL gateway, Table API "
                          "programs started from this configuration).",
+        "no release for": "no release of {artifact} supports Flink {version} (its first release is for Flink "
+                          "{first}): upgrade Flink or use another connector",
         "package the connector": "A Table API program finds factories through "
                                  "META-INF/services/org.apache.flink.table.factories.Factory: package the connector "
                                  "and merge the service files when shading.",
@@ -230,13 +256,17 @@ class SqlConnectorMissing(Detector):
         return self.say("undetermined", identifier=identifier)
 
     def _patches(self, incident, cause, identifier, known, closest, datastream, in_client):
-        version = incident.flink_version or "<flink version>"
-        jar = f"{(known or 'flink-sql-connector-' + identifier).split(' ')[0]}-<connector version>-{minor_text(version) or version}.jar"
+        artifact = (known or "flink-sql-connector-" + identifier).split(" ")[0]
+        jar = sql_jar(artifact, incident.flink_version)
         out = []
         if cause == "identifier-misspelled":
             out.append(self.code_patch("correct the identifier", f"'connector' = '{closest}'",
                                        self.say("correct the identifier", identifier=identifier, closest=closest)))
             return out
+        if jar is None:
+            first = ".".join(map(str, EXTERNALIZED_SINCE[artifact]))
+            return [self.ops_patch("add the connector's SQL jar", self.say(
+                "no release for", artifact=artifact, version=incident.flink_version, first=first))]
         out.append(self.ops_patch(
             "add the connector's SQL jar", self.say("add the sql jar", jar=jar),
             snippet=(f"# SQL client: sql-client.sh -j /opt/flink/usrlib/{jar}\n"
@@ -259,6 +289,26 @@ class SqlConnectorMissing(Detector):
                 "<transformer implementation=\"org.apache.maven.plugins.shade.resource.ServicesResourceTransformer\"/>",
                 self.say("package the connector")))
         return out
+
+
+def sql_jar(artifact: str, version: str | None) -> str | None:
+    """The file name of ``artifact``'s jar for Flink ``version``, with placeholders only for what the logs cannot
+    tell (the connector's own version); None when no release of it supports that Flink."""
+    v = FlinkVersion.parse(version) if version else None
+    minor = minor_text(version) if v is not None else None
+    if artifact.endswith("-cdc"):  # Flink CDC: its own version only (flink-sql-connector-mysql-cdc-3.1.0.jar)
+        return f"{artifact}-<Flink CDC version>.jar"
+    if not artifact.startswith("flink-"):  # lakehouse and vendor connectors name their Flink line their own way
+        return f"{artifact}-<its release for Flink {minor or '<flink minor>'}>.jar"
+    since = EXTERNALIZED_SINCE.get(artifact)
+    if since is not None and (v is None or tuple(v[:2]) >= since):
+        return f"{artifact}-<connector version>-{minor or '<flink minor>'}.jar"
+    if since is not None and artifact in NEVER_IN_FLINK:
+        return None
+    # released with Flink itself: formats, and connectors before they left the main repository
+    if v is None:
+        return f"{artifact}-<flink version>.jar"
+    return f"{artifact}-{version}.jar" if len(v) >= 3 else f"{artifact}-{minor}.<patch>.jar"
 
 
 def available_identifiers(event: Event) -> list[str]:

@@ -17,11 +17,15 @@ Why the files are missing decides what to do:
 - files were removed: retention (older ``chk-N`` are deleted when newer ones complete), object-store lifecycle rules
   or clean-up scripts (incremental checkpoints keep referencing files under ``shared/`` written long before), or
   another job or person cleaned the directory;
-- the path is not a snapshot at all: ``<checkpoint dir>/<job id>`` instead of one of its ``chk-N``.
+- the path is not a snapshot at all: ``<checkpoint dir>/<job id>`` instead of one of its ``chk-N``;
+- the checkpoint was moved or copied elsewhere and restored from there: a checkpoint's ``_metadata`` names its state
+  files by absolute path (only savepoints are self-contained and can be moved), so the missing files lie outside the
+  restored checkpoint's own directory tree (``<dir>/<job id>/``: its ``chk-N``, ``shared/``, ``taskowned/``).
 """
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.evidence import cluster
@@ -46,6 +50,8 @@ CLAIM_MODE = re.compile(r"(?:restoreMode|claimMode|recoveryClaimMode|RestoreMode
 # Where incremental checkpoints keep the files several checkpoints share (Flink's
 # AbstractFsCheckpointStorageAccess.CHECKPOINT_SHARED_STATE_DIR, under the job's checkpoint directory).
 CHECKPOINT_SHARED_STATE_DIR = "shared"
+# A checkpoint's own tree: <checkpoint dir>/<job id>/ holding chk-N, shared/ and taskowned/.
+CHECKPOINT_TREE = re.compile(r"^(?P<tree>.*?)/(?:chk-\d+|shared|taskowned)(?:/|$)")
 SNAPSHOT_DIR = re.compile(r"(?P<dir>\S*?/(?:chk-\d+|savepoint-[0-9a-f]{6}-[0-9a-f]{12}))(?:/|$)")
 
 _OTHER = "ops:restore from another snapshot"
@@ -118,6 +124,14 @@ class StateRestoreFilesMissing(Detector):
                   "it lists is missing, on a storage every host shares.",
                   patches=(_OTHER, "ops:stop deleting files the checkpoints still use",
                            "flink:execution.checkpointing.num-retained")),
+        RootCause("checkpoint-relocated",
+                  "The checkpoint was moved or copied to another place and restored from there: a checkpoint's "
+                  "_metadata names its state files by their absolute paths, so the restore still reads them at the "
+                  "original place, where they are gone. Only savepoints are self-contained and can be moved.",
+                  "The restored checkpoint (chk-N) lies in one directory while the missing state file lies outside "
+                  "its tree (<dir>/<job id>/: chk-N, shared/, taskowned/), under another directory.",
+                  patches=("ops:restore from the checkpoint's original location",
+                           "ops:move state with a savepoint")),
         RootCause("not-a-snapshot-path",
                   "The restore path is not a snapshot: it names the job's checkpoint directory (or the checkpoint "
                   "root) instead of one of its chk-N directories or a savepoint directory, so there is no _metadata.",
@@ -163,6 +177,17 @@ class StateRestoreFilesMissing(Detector):
         "shared files": "Incremental checkpoints keep referencing files under shared/ that were written many "
                         "checkpoints ago: a lifecycle rule or clean-up that removes 'old' files breaks the newest "
                         "checkpoint. ",
+        "checkpoint-relocated": "The restored checkpoint {restored} is not where it was written: its _metadata names "
+                                "the state files by their absolute paths under {original}, and they are not there "
+                                "any more (the checkpoint was moved or copied, and the original removed). Checkpoints "
+                                "cannot be relocated; only savepoints can. Nothing inside the restored copy is "
+                                "missing.",
+        "relocated note": "the restore reads the checkpoint at its new place",
+        "restore original": "A checkpoint restores only from where it was written: put its files back at {original} "
+                            "(or mount the storage at that path again) and restore from there.",
+        "move with savepoint": "To move state to another storage, take a savepoint (self-contained: its files are "
+                               "named relative to it) and move that, or restore the checkpoint at its original place "
+                               "and take a savepoint into the new one.",
         "undetermined": "The logs do not show why: a mistyped path, a snapshot of another job, or a removed one. Root "
                         "cause undetermined.",
         "claimed note": "an earlier job restored this snapshot in CLAIM mode{configured}: it owned the snapshot and "
@@ -223,8 +248,13 @@ class StateRestoreFilesMissing(Detector):
         completed = self._completed_before(incident, snapshot, event)
         found_before = any(_same(m["path"], snapshot) for ev, m in restores if m["path"]) and kind == "missing-file"
 
+        restored = _restored_checkpoint(incident, event)
+        relocated = kind == "missing-file" and restored is not None and not _within(missing, _tree(restored.path))
         if kind == "no-metadata" and _is_container_dir(missing, incident):
             cause = "not-a-snapshot-path"
+        elif relocated:
+            cause = "checkpoint-relocated"
+            snapshot = restored.path
         elif scheme == "file" and multi_host:
             cause = "checkpoint-dir-not-shared"
         elif claims or (configured_claim and kind in ("no-metadata", "no-snapshot")):
@@ -233,7 +263,7 @@ class StateRestoreFilesMissing(Detector):
             cause = "files-deleted"
         else:
             cause = "undetermined"
-        confidence = {"not-a-snapshot-path": 0.85, "checkpoint-dir-not-shared": 0.85, "claim-mode-deleted": 0.85 if claims else 0.6,
+        confidence = {"not-a-snapshot-path": 0.85, "checkpoint-relocated": 0.85, "checkpoint-dir-not-shared": 0.85, "claim-mode-deleted": 0.85 if claims else 0.6,
                       "files-deleted": 0.8 if (completed or found_before or kind != "no-snapshot") else 0.6,
                       "undetermined": 0.45}[cause]
         if is_excerpt(incident) and cause != "undetermined":
@@ -256,7 +286,11 @@ class StateRestoreFilesMissing(Detector):
             "completed_in_these_logs": "yes" if completed else "no",
             "restore_attempts_failed": _attempts(failures, jm_side),
         }
+        if relocated:
+            details["original_location"] = _tree(missing)
         evidence, notes, add = evidence_trail()
+        if relocated:
+            add(restored.event, self.say("relocated note"))
         if claims:
             add(claims[0], self.say("claimed note", configured=self.say("configured claim", key=CLAIM_MODE_KEY)
                                     if configured_claim else ""))
@@ -270,7 +304,7 @@ class StateRestoreFilesMissing(Detector):
         if later is not None and kind == "missing-file":
             add(later, self.say("next attempt note"))
         summary = self._summary(cause, kind, missing, snapshot, hosts, local_dir, claims, shared_file, completed)
-        patches = self._patches(incident, cause, snapshot, claims, local_dir, shared_file)
+        patches = self._patches(incident, cause, snapshot, claims, local_dir, shared_file, missing)
         return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
                              details=details)]
 
@@ -327,6 +361,8 @@ class StateRestoreFilesMissing(Detector):
         if cause == "checkpoint-dir-not-shared":
             return head + self.say(cause, local_dir=local_dir, count=len(hosts["taskmanagers"]),
                                    hosts=", ".join(sorted(hosts["taskmanagers"])))
+        if cause == "checkpoint-relocated":
+            return head + self.say(cause, restored=snapshot, original=_tree(missing))
         if cause == "files-deleted":
             savepoint = "savepoint-" in (snapshot or "")
             return head + self.say(
@@ -335,8 +371,21 @@ class StateRestoreFilesMissing(Detector):
                 shared=self.say("shared files") if shared_file else "")
         return head + self.say(cause)
 
-    def _patches(self, incident, cause, snapshot, claims, local_dir, shared_file):
+    def _patches(self, incident, cause, snapshot, claims, local_dir, shared_file, missing=None):
         patches = []
+        if cause == "checkpoint-relocated":
+            original = _tree(missing)
+            chk = (snapshot or "").rstrip("/").rsplit("/", 1)[-1]
+            patches.append(self.ops_patch(
+                "restore from the checkpoint's original location", self.say("restore original", original=original),
+                snippet=f"# copy the checkpoint's files back to where they were written\n"
+                        f"cp -r {_bare(_tree(snapshot))}/. {_bare(original)}/\n"
+                        f"flink run -s {original}/{chk} <your job arguments>"))
+            patches.append(self.ops_patch(
+                "move state with a savepoint", self.say("move with savepoint"),
+                snippet=f"flink run -s {original}/{chk} <your job arguments>   # at the original place\n"
+                        "flink stop --savepointPath <new place>/savepoints <job id>   # then restore from the "
+                        "savepoint", urgent=False))
         if cause == "not-a-snapshot-path":
             bare = re.sub(r"^file:/*", "/", snapshot or "").rstrip("/")
             patches.append(self.ops_patch(
@@ -477,3 +526,42 @@ def _claiming_job(claims: list[Event]) -> str | None:
         if m:
             return m["job"]
     return None
+
+
+
+@dataclass
+class RestoredCheckpoint:
+    event: Event
+    path: str
+
+
+def _restored_checkpoint(incident: Incident, failure: Event) -> RestoredCheckpoint | None:
+    """The checkpoint (a chk-N, not a savepoint) the job restored last before ``failure``, or None."""
+    # the restore's own line, else the submission naming the snapshot ("Starting job … from savepoint <chk-N>")
+    candidates = [(ev, m["path"]) for ev, m in restored_snapshots(incident)] or \
+                 [(start.event, start.path) for start in savepoint_starts(incident)]
+    found = None
+    for ev, path in candidates:
+        if path and re.search(r"/chk-\d+/?$", path) and (ev.ts or "") <= (failure.ts or "~"):
+            found = RestoredCheckpoint(ev, path.rstrip("/"))
+    return found
+
+
+def _bare(path: str | None) -> str:
+    """A local path without ``file:`` (other schemes kept)."""
+    return re.sub(r"^file:/*", "/", path or "")
+
+
+def _tree(path: str | None) -> str:
+    """The checkpoint tree a path belongs to (``<dir>/<job id>``), else its parent directory."""
+    if not path:
+        return "<checkpoint dir>/<job id>"
+    m = CHECKPOINT_TREE.match(path.rstrip("/") + "/")
+    return m["tree"] if m else path.rstrip("/").rsplit("/", 1)[0]
+
+
+def _within(path: str | None, tree: str) -> bool:
+    """Whether ``path`` lies under the directory ``tree`` (``file:`` spellings of a local path alike)."""
+    if not path:
+        return True
+    return (_bare(path).rstrip("/") + "/").startswith(_bare(tree).rstrip("/") + "/")

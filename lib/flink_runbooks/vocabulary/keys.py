@@ -62,8 +62,10 @@ CONCEPTS: tuple[Concept, ...] = (
        "savepoints.state.backend.fs.dir"),
     _c("retained checkpoints", ("execution.checkpointing.num-retained", V1_20), "state.checkpoints.num-retained",
        default="1"),
-    _c("job-id sub-directories", ("execution.checkpointing.create-subdir", V1_20), "state.checkpoints.create-subdir",
-       default="true"),
+    # the option came with 1.19 (CheckpointingOptions of the 1.18.1 and 1.19.1 jars); older releases always write
+    # <dir>/<job id>/chk-N
+    _c("job-id sub-directories", ("execution.checkpointing.create-subdir", V1_20),
+       ("state.checkpoints.create-subdir", V1_19), default="true"),
     _c("incremental checkpoints", ("execution.checkpointing.incremental", V1_20), "state.backend.incremental",
        default="false"),
     _c("inline state threshold", ("execution.checkpointing.data-inline-threshold", V1_20),
@@ -101,6 +103,8 @@ CONCEPTS: tuple[Concept, ...] = (
     # runtime
     _c("restart strategy", ("restart-strategy.type", V1_17), "restart-strategy"),
     _c("fixed-delay attempts", "restart-strategy.fixed-delay.attempts"),
+    # JVM options of every Flink process: env.java.opts.all since 1.17 (checked in the 1.16 and 1.17 jars)
+    _c("JVM options of every process", ("env.java.opts.all", V1_17), "env.java.opts"),
     _c("rpc ask timeout", ("pekko.ask.timeout", V1_18), "akka.ask.timeout", default="10 s"),
     _c("rpc frame size", ("pekko.framesize", V1_18), "akka.framesize", default="10485760b"),
     _c("taskmanager registration timeout", "taskmanager.registration.timeout", "taskmanager.maxRegistrationDuration",

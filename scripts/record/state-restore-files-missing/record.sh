@@ -11,6 +11,9 @@
 #                           new job, which owns it and deletes it once subsumed; a second deployment restores the
 #                           same path
 #   near-miss-no-claim      a retained checkpoint restored in NO_CLAIM mode (the default): it stays, the job runs
+#   checkpoint-relocated    a retained checkpoint's job directory moved to another directory (as a copy to a new
+#                           bucket or mount would), then `flink run -s <new place>/chk-N`: its _metadata still names
+#                           the state files at their old, absolute paths
 #   healthy                 the job checkpoints and is cancelled
 # Each scenario writes <dest-root>/<scenario>-<backend>-<version>/. PORT_OFFSET as for lib.sh.
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -61,6 +64,13 @@ for scenario in "$@"; do
       act "a second deployment restores $first again"
       run_job "$JAR_POJO" -s "file://$first" --
       wait_state FAILED 60 ;;
+    checkpoint-relocated)
+      cancel_job
+      moved="$RUN/ckpt-moved/$JOBID"
+      act "mv $RUN/ckpt/$JOBID $moved (the checkpoint relocated)"
+      mkdir -p "$RUN/ckpt-moved" && mv "$RUN/ckpt/$JOBID" "$moved"
+      run_job "$JAR_POJO" -s "file://$moved/${CHECKPOINT##*/}" --
+      wait_state FAILED 90 ;;
     near-miss-no-claim)
       cancel_job
       act "restore $CHECKPOINT in NO_CLAIM mode (the default)"
