@@ -26,6 +26,15 @@ GLOBAL_FAILURE = re.compile(r"Trying to recover from a global failure")
 # The restart strategy gives up (1.10+).
 RECOVERY_SUPPRESSED = re.compile(r"Recovery is suppressed by (?P<strategy>\w+)(?P<args>\([^)]*\))?")
 
+# A source's split enumerator failed on the JobManager and fails the job over, the way a failed task does: an ERROR
+# of SourceCoordinator ("Uncaught exception in the SplitEnumerator for Source {} while {}. Triggering job failover.")
+# or of SourceCoordinatorContext ("Exception while handling result from async call in {}. Triggering job failover.",
+# {} the coordinator thread "SourceCoordinator-<source>"), the enumerator's exception below it (1.13.6, 1.20.3, 2.3.0).
+COORDINATOR_FAILOVER = re.compile(
+    r"(?:Uncaught exception in the SplitEnumerator for Source (?P<source>.+?) while .*?|"
+    r"Exception while handling result from async call in (?:SourceCoordinator-)?(?P<coordinator>.+?))\. "
+    r"Triggering job failover")
+
 # -- tasks
 # A task (attempt) is up: deployed and initialised.
 TASK_RUNNING = re.compile(r"switched from (?:INITIALIZING|DEPLOYING) to RUNNING")
