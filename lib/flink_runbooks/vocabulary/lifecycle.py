@@ -19,6 +19,11 @@ JOB_STATE = re.compile(
 JOB_FAILOVER = re.compile(r"switched from state RUNNING to (?:RESTARTING|FAILING|FAILED)")
 # The job runs again: first start, after a restart, after a JobManager failover (RECONCILING).
 JOB_RUNNING = re.compile(r"switched from state (?P<previous>CREATED|RESTARTING|INITIALIZING|RECONCILING) to RUNNING")
+# The job ended successfully: its last state change on the JobManager, or what the client prints when the job it
+# waited for finished (JobExecutionResult.toString: "Program execution finished", "Job with JobID {} has finished.",
+# "Job Runtime: {} ms"; 1.20.3, 2.3.0).
+JOB_FINISHED = re.compile(r"Job .*?\((?P<job>[0-9a-f]{32})\) switched from state \w+ to FINISHED|"
+                          r"Job with JobID (?P<client_job>[0-9a-f]{32}) has finished\.")
 # The JobManager lost leadership and suspended the job.
 JOB_SUSPENDED = re.compile(r"Job .*\((?P<job>[0-9a-f]{32})\) switched from state \w+ to SUSPENDED")
 # The scheduler restarts the whole job after a failure no region can contain.
