@@ -174,3 +174,54 @@ def test_an_elasticsearch_export_of_flink_records_is_diagnosed_on_both_paths(spa
     for path in (None, spark):
         primary = run_detectors(ingest([str(tmp_path)], path)).primary
         assert primary is not None and primary.runbook == "checkpoint-tolerable-failure-threshold"
+
+
+_FLINK_CONF = ("# production settings\njobmanager.rpc.address: flink-jm\ntaskmanager.numberOfTaskSlots: 4\n"
+               "state.backend.type: rocksdb\nexecution.checkpointing.interval: 1 min\n")
+
+
+def test_a_flink_configuration_under_another_name_is_read_as_configuration(tmp_path):
+    from flink_runbooks.collect.listing import list_inputs
+
+    (tmp_path / "prod-flink-conf.yaml").write_text(_FLINK_CONF)
+    (tmp_path / "flink-conf.yaml.txt").write_text(_FLINK_CONF)
+    (tmp_path / "config.yaml.bak").write_text("jobmanager:\n  rpc:\n    address: flink-jm\ntaskmanager:\n"
+                                             "  numberOfTaskSlots: 4\nstate:\n  backend:\n    type: rocksdb\n")
+    # other programs' YAML, a pasted trace and a log stay what they are
+    (tmp_path / "docker-compose.yaml").write_text("services:\n  jobmanager:\n    image: flink:1.20\n"
+                                                  "    command: jobmanager\n")
+    (tmp_path / "application-config.yml").write_text("server.port: 8080\nspring.datasource.url: jdbc:mysql://db/app\n"
+                                                     "management.endpoints.web.exposure.include: health\n")
+    (tmp_path / "ticket.txt").write_text("java.lang.IllegalStateException: boom\n\tat com.acme.Job.map(Job.java:3)\n"
+                                         "state.backend.type: rocksdb\n")
+    (tmp_path / "jobmanager.log.1").write_text(
+        "2024-05-02 10:00:00,000 INFO  org.apache.flink.configuration.GlobalConfiguration [] - Loading "
+        "configuration property: jobmanager.rpc.address, flink-jm\n")
+    listed = list_inputs(None, [str(tmp_path)])
+    configs = sorted(uri.rsplit("/", 1)[-1] for uri in listed.configs)
+    logs = sorted(uri.rsplit("/", 1)[-1] for uri, _size in listed.logs)
+    assert configs == ["config.yaml.bak", "flink-conf.yaml.txt", "prod-flink-conf.yaml"]
+    assert logs == ["jobmanager.log.1", "ticket.txt"]
+    assert sorted(name.rsplit("/", 1)[-1] for name in listed.skipped) == ["application-config.yml",
+                                                                          "docker-compose.yaml"]
+
+
+def test_a_renamed_configuration_is_what_the_patches_are_written_against(tmp_path):
+    import shutil
+
+    from corpus import example
+    from flink_runbooks.diagnose import run_detectors
+    from flink_runbooks.render.patches import render_config_diff
+
+    incident = tmp_path / "incident"
+    shutil.copytree(example("config-value-invalid", "duration-unit-for-old-release-1.17"), incident)
+    (incident / "flink-conf.yaml").rename(incident / "prod-flink-conf.yaml")
+    d = run_detectors(ingest([str(incident)]))
+    assert not any("prod-flink-conf.yaml" in w for w in d.incident.warnings)  # not skipped, not a log
+    assert d.incident.config.file_path.endswith("prod-flink-conf.yaml")
+    patches = [p for p in d.primary.patches if p.target == "flink"]
+    assert [(p.key, p.current) for p in patches] == [("heartbeat.timeout", "2 min")]
+    assert [(pathlib.Path(cv.source.path).name, cv.source.line) for cv in d.incident.config.history("heartbeat.timeout")
+            if cv.source.kind == "file"] == [("prod-flink-conf.yaml", 17)]
+    diff = render_config_diff(patches, d.incident.config, d.incident.flink_version)
+    assert diff.startswith("--- a/prod-flink-conf.yaml") and "+heartbeat.timeout: 120000" in diff

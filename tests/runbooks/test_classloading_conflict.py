@@ -178,3 +178,41 @@ def test_genuine_leaked_threads_after_three_submissions(spark):
     assert primary.details["job submissions in the logs"] == 3 and primary.details["closed-loader errors"] == 18
     assert "EnrichJob$CachedLookup" in primary.details["job frames"][0]
     assert not any(p.key == "classloader.check-leaked-classloader" for p in primary.patches)
+
+
+_CLOSED = ("java.lang.IllegalStateException: Trying to access closed classloader. Please check if you store "
+           "classloaders directly or indirectly in static fields. If the stacktrace suggests that the leak occurs in "
+           "a third party library and cannot be fixed immediately, you can disable this check with the configuration "
+           "'classloader.check-leaked-classloader'.")
+_SAFETY_NET = ("\tat org.apache.flink.util.FlinkUserCodeClassLoaders$SafetyNetWrapperClassLoader.ensureInner"
+               "(FlinkUserCodeClassLoaders.java:184) ~[flink-dist-1.20.3.jar:1.20.3]")
+
+
+def test_a_closed_loader_after_the_job_finished_is_a_warning_that_says_the_job_finished():
+    d = run_detectors(ingest([str(example(SLUG, "closed-loader-after-job-finished-1.20"))]))
+    f = d.primary
+    assert (f.runbook, f.root_cause.slug, f.severity) == (SLUG, "classloader-leak", "warning")
+    assert "finished successfully before it" in f.summary and "not a failure of the job" in f.summary
+    assert "whether the job failed are unknown" not in f.summary
+    assert any("has finished." in e.text for e in f.evidence)
+    assert not [other for other in d.findings if other.severity == "failure"]
+
+
+def test_an_error_logged_after_the_job_finished_is_a_warning_but_one_that_fails_a_running_task_stays_a_failure():
+    after = "\n".join([
+        line("10:00:05,000", f"Job daily-invoices ({JOB}) switched from state CREATED to RUNNING."),
+        line("10:00:50,000", f"Job daily-invoices ({JOB}) switched from state RUNNING to FINISHED."),
+        line("10:00:51,000", "Uncaught error in the metrics flusher", level="ERROR",
+             logger="com.acme.billing.metrics.PushGatewayReporter"),
+        _CLOSED, _SAFETY_NET])
+    [f] = _detect(after)
+    assert f.severity == "warning" and "finished successfully before it" in f.summary
+    running = "\n".join([
+        line("10:00:05,000", f"Job daily-invoices ({JOB}) switched from state CREATED to RUNNING."),
+        line("10:00:50,000", TASK), _CLOSED, _SAFETY_NET,
+        line("10:00:50,010", f"Job daily-invoices ({JOB}) switched from state RUNNING to RESTARTING.")])
+    [g] = _detect(running)
+    assert g.severity == "failure" and "finished successfully" not in g.summary
+    # an earlier job finished, then a running one failed on the closed loader: still that job's failure
+    [h] = _detect(after.split("\n")[0] + "\n" + after.split("\n")[1] + "\n" + running)
+    assert h.severity == "failure"

@@ -133,3 +133,39 @@ def test_a_removed_option_with_a_new_shape_is_rewritten_not_renamed(spark):
     assert "- com.acme.orders.OrdersJob$Order: {type: kryo}" in rewrite.snippet
     assert ("pipeline.registered-kryo-types", None) in [(p.key, p.proposed) for p in f.patches if p.target == "flink"]
     assert not any(p.key == "pipeline.serialization-config" for p in f.patches)  # not the same value under a new name
+
+
+def test_every_key_written_the_same_wrong_way_is_fixed_not_only_the_one_flink_stopped_at(tmp_path):
+    # Flink 1.17 stops at heartbeat.timeout; the same file writes three more options 1.17 reads as plain milliseconds
+    # with a unit. A Duration option (read with its unit) and a plain number stay as they are.
+    import shutil
+
+    incident = tmp_path / "incident"
+    shutil.copytree(example(SLUG, "duration-unit-for-old-release-1.17"), incident)
+    with (incident / "flink-conf.yaml").open("a") as conf:
+        conf.write("heartbeat.interval: 20 s\nslot.request.timeout: 5 min\nweb.timeout: 1 min\n"
+                   "execution.checkpointing.interval: 1 min\ntaskmanager.numberOfTaskSlots: 2\n")
+    d = run_detectors(ingest([str(incident)]))
+    f = d.primary
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "value-format-for-version")
+    proposed = {p.key: (p.current, p.proposed) for p in f.patches if p.target == "flink"}
+    assert proposed == {"heartbeat.timeout": ("2 min", "120000"), "heartbeat.interval": ("20 s", "20000"),
+                        "slot.request.timeout": ("5 min", "300000"), "web.timeout": ("1 min", "60000")}
+    assert "3 other key(s)" in f.summary and "heartbeat.interval: 20 s (in its format: 20000)" in f.summary
+    diff = render_config_diff([p for p in f.patches if p.target == "flink"], d.incident.config, "1.17.2")
+    for line in ("+heartbeat.interval: 20000", "+slot.request.timeout: 300000", "+web.timeout: 60000"):
+        assert line in diff
+    assert "+execution.checkpointing.interval" not in diff and "+taskmanager.numberOfTaskSlots" not in diff
+
+
+def test_a_fraction_in_one_duration_fixes_every_fractional_duration_of_the_file():
+    text = ("java.lang.IllegalArgumentException: Could not parse value '1.5 min' for key "
+            "'execution.checkpointing.interval'.\n"
+            "Caused by: java.lang.IllegalArgumentException: Time interval unit label '.5 min' does not match any of "
+            "the recognized units: DAYS: (d | day | days), HOURS: (h | hour | hours)\n")
+    config = {"execution.checkpointing.interval": "1.5 min", "execution.checkpointing.timeout": "2.5 min",
+              "heartbeat.timeout": "0.5 min", "pekko.ask.timeout": "10 s", "taskmanager.memory.process.size": "1.5g"}
+    [f] = get_detector(SLUG).detect(incident_from_text(text, config, "2.3.0"))
+    proposed = {p.key: p.proposed for p in f.patches if p.target == "flink"}
+    assert proposed == {"execution.checkpointing.interval": "90 s", "execution.checkpointing.timeout": "150 s",
+                        "heartbeat.timeout": "30 s"}  # a size is another type, a whole duration is read

@@ -78,6 +78,17 @@ def test_the_pasted_ticket_with_a_misspelt_topic():
     assert any("UNKNOWN_TOPIC_OR_PARTITION" in e.text for e in f.evidence)
 
 
+def test_a_pasted_enumerator_failover_on_the_jobmanager_names_the_missing_topic():
+    # the SourceCoordinatorContext ERROR with its trace and the job's RESTARTING lines, no global failure record:
+    # the enumerator's failure is the job's failure, not a state change without an exception
+    d = run_detectors(ingest([str(example(SLUG, "topic-missing-enumerator-excerpt-1.20"))]))
+    f = d.primary
+    assert f.runbook == SLUG and f.root_cause.slug == "topic-missing"
+    assert "Topic orders-v2 not found." in f.summary
+    assert f.evidence[0].line == 1
+    assert "unrecognised-failure" not in [other.runbook for other in d.findings]
+
+
 def test_healthy_and_a_broker_restart_the_client_rides_out_give_nothing():
     for name in ("healthy", "near-miss-broker-restart-blip-1.17"):
         findings = run_detectors(ingest([str(example(SLUG, name))])).findings

@@ -170,3 +170,68 @@ def test_an_excerpt_does_not_claim_what_the_job_did_next():
     assert finding.runbook == "unrecognised-failure"
     assert "restarted" not in finding.summary.replace("failed or restarted", "")
     assert finding.details["outcome"] == "unknown"
+
+
+_ENUMERATOR_FAILOVER = [
+    line("10:01:00,000", "Uncaught exception in the SplitEnumerator for Source Source: inventory while handling operator "
+         "event RequestSplitEvent (host='10.42.1.23') from subtask 1 (#0). Triggering job failover.", "ERROR",
+         "org.apache.flink.runtime.source.coordinator.SourceCoordinator"),
+    "java.lang.IllegalStateException: No snapshot split left for subtask 1",
+    "\tat com.acme.inventory.SnapshotSplitEnumerator.handleSplitRequest(SnapshotSplitEnumerator.java:88) ~[inventory-job-1.3.jar:?]",
+    "\tat org.apache.flink.runtime.source.coordinator.SourceCoordinator.handleRequestSplitEvent(SourceCoordinator.java:618) ~[flink-dist-1.20.3.jar:1.20.3]",
+    line("10:01:00,010", f"Job inventory ({JOB}) switched from state RUNNING to RESTARTING."),
+]
+
+
+def test_a_split_enumerator_failing_the_job_on_the_jobmanager_is_its_first_fault():
+    # pasted as users paste it: the coordinator's ERROR with its trace and the job's state change, no task failed
+    [f] = get_detector(SLUG).detect(incident_from_text("\n".join(_ENUMERATOR_FAILOVER)))
+    assert f.details["first_fault"] == "java.lang.IllegalStateException: No snapshot split left for subtask 1"
+    assert f.root_cause.slug == "thrown-by-user-code"
+    assert f.details["task_or_operator"] == "the split enumerator of Source: inventory (on the JobManager)"
+    assert f.evidence[0].line == 1
+    assert "no exception is logged" not in json.dumps(f.details) + f.summary
+    assert "none is logged" not in f.summary
+
+
+def test_the_async_call_wording_of_the_source_coordinator_is_a_failure_event_too():
+    from flink_runbooks.evidence.episodes import episodes
+
+    log = _ENUMERATOR_FAILOVER[:]
+    log[0] = line("10:01:00,000", "Exception while handling result from async call in SourceCoordinator-Source: "
+                  "inventory. Triggering job failover.", "ERROR",
+                  "org.apache.flink.runtime.source.coordinator.SourceCoordinatorContext")
+    incident = incident_from_text("\n".join(log))
+    [episode] = episodes(incident)
+    assert episode.outcome == "restarting" and episode.first_fault.line == 1
+    [f] = get_detector(SLUG).detect(incident)
+    assert f.details["task_or_operator"] == "the split enumerator of Source: inventory (on the JobManager)"
+
+
+def test_a_failure_line_without_its_exception_names_the_exception_logged_before_it():
+    # a scheduler-side ERROR the catalogue does not know, then the job's state change without a trace
+    log = "\n".join([line("10:00:00,000", f"Job orders ({JOB}) switched from state CREATED to RUNNING."),
+                     line("10:01:00,000", "Failed to dispatch the lookup result", "ERROR",
+                          "com.acme.orders.LookupClient"),
+                     "com.acme.orders.LookupFailedException: lookup service answered 503",
+                     "\tat com.acme.orders.LookupClient.fetch(LookupClient.java:41) ~[orders-job-2.4.jar:?]",
+                     line("10:01:00,010", f"Job orders ({JOB}) switched from state RUNNING to FAILING."),
+                     line("10:01:00,100", f"Job orders ({JOB}) switched from state FAILING to FAILED.")])
+    [f] = get_detector(SLUG).detect(incident_from_text(log))
+    assert f.details["first_fault"] == "com.acme.orders.LookupFailedException: lookup service answered 503"
+    assert f.root_cause.slug == "thrown-by-user-code"
+    assert "no exception is logged" not in json.dumps(f.details) + f.summary
+    assert "logged before it" in f.summary and f.confidence < 0.6
+
+
+def test_an_unrelated_warning_with_an_exception_is_not_named_but_not_denied_either():
+    log = "\n".join([line("10:00:00,000", f"Job orders ({JOB}) switched from state CREATED to RUNNING."),
+                     line("10:00:05,000", "[Consumer clientId=orders-0, groupId=orders] Error while fetching metadata",
+                          "WARN", "org.apache.kafka.clients.NetworkClient"),
+                     "org.apache.kafka.common.errors.DisconnectException: null",
+                     line("10:05:00,000", f"Job orders ({JOB}) switched from state RUNNING to FAILING."),
+                     line("10:05:00,100", f"Job orders ({JOB}) switched from state FAILING to FAILED.")])
+    [f] = get_detector(SLUG).detect(incident_from_text(log))
+    assert f.root_cause.slug == "undetermined"
+    assert "no exception is logged" not in json.dumps(f.details) + f.summary
+    assert "none is logged" not in f.summary

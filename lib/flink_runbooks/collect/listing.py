@@ -13,6 +13,15 @@ from flink_runbooks.parse.redact import redact_text
 
 LOG_NAME = re.compile(r"(?i)(\.(log|out|err|txt|json|jsonl|ndjson)(\.\d+)?|\.log\.\d{4}-\d{2}-\d{2}[\w.-]*|\.\d+)(\.gz)?$|^[^.]+$")
 CONFIG_NAMES = ("flink-conf.yaml", "flink-conf.yml", "config.yaml", "config.yml")
+# Other names a Flink configuration is attached under (prod-flink-conf.yaml, flink-conf.yaml.txt, config.yaml.bak):
+# such a file is read as configuration when its content is Flink's keys (see _is_renamed_flink_config).
+_RENAMED_CONFIG_NAME = re.compile(r"(?i)\.(ya?ml|txt|bak|orig|old|save|copy|conf|cfg|properties|\d+)$|conf|config")
+# Namespaces only Flink's options use (with the keys its releases declare, vocabulary.options).
+_FLINK_NAMESPACES = ("jobmanager.", "taskmanager.", "state.", "execution.", "restart-strategy", "high-availability",
+                     "heartbeat.", "pipeline.", "parallelism.", "akka.", "pekko.", "blob.", "classloader.",
+                     "io.tmp.dirs", "rest.", "web.", "slot.", "cluster.", "metrics.reporter", "env.java.opts",
+                     "kubernetes.", "historyserver.", "resourcemanager.", "table.exec.", "sql-gateway.")
+_CONFIG_SNIFF_BYTES = 1 << 20
 # An example incident's own description of what it should diagnose: reading it as a log would be cheating.
 METADATA_NAMES = ("expected.json",)
 # No log line is this long: a longer one (a file of NUL bytes, a dump without line breaks) is cut to its start on
@@ -367,12 +376,49 @@ def _add_local_file(path: str, listed: ListedInputs, seen: set[str], explicit: b
         if _is_flink_resource(path):  # a FlinkDeployment: its spec.flinkConfiguration is the configuration
             listed.configs.append(uri)
             return
+    if (_RENAMED_CONFIG_NAME.search(os.path.basename(path)) and os.path.basename(path).lower() not in CONFIG_NAMES
+            and not path.lower().endswith(".gz") and _is_renamed_flink_config(path)):
+        listed.configs.append(uri)
+        return
     if path.lower().endswith(".gz") and (explicit or LOG_NAME.search(os.path.basename(path))):
         problem = gzip_problem(path, head)
         if problem:
             listed.warnings.append(f"{shown_path(path)} {problem}; skipped")
             return
     _classify(uri, st.st_size, listed, explicit=explicit)
+
+
+def _is_renamed_flink_config(path: str) -> bool:
+    """A file under another name than Flink's whose content is a Flink configuration: nearly every line a setting
+    (legacy ``key: value`` lines or standard YAML), and most of the keys Flink's own (declared by a release at hand,
+    a spelling of keys.py, or one of Flink's namespaces), at least two of them. A log, a pasted trace or a YAML file
+    of another program's keys is none."""
+    from flink_runbooks.parse.config import ConfigError, parse_conf
+    from flink_runbooks.vocabulary import keys
+    from flink_runbooks.vocabulary.options import KEYS as OPTION_KEYS
+
+    try:
+        if os.path.getsize(path) > _CONFIG_SNIFF_BYTES:
+            return False
+        with open(path, "rb") as fh:
+            raw = fh.read(_CONFIG_SNIFF_BYTES)
+    except OSError:
+        return False
+    if b"\0" in raw:
+        return False
+    text = raw.decode("utf-8", errors="replace")
+    meaningful = [line for line in text.splitlines() if line.split("#", 1)[0].strip()]
+    if not meaningful:
+        return False
+    try:
+        entries = parse_conf(text, path, None, [])
+    except ConfigError:
+        return False
+    if len(entries) < 0.8 * len([line for line in meaningful if not line[:1].isspace()]):
+        return False  # lines that are no settings: a log or a trace
+    flink = [key for key, _value, _line in entries
+             if key in OPTION_KEYS or keys.concept_of(key) or key.startswith(_FLINK_NAMESPACES)]
+    return len(flink) >= 2 and len(flink) >= 0.5 * len(entries)
 
 
 # A gzipped log decompresses to 5-20 times its size; far beyond that it is a decompression bomb, not a log.

@@ -29,6 +29,7 @@ from flink_runbooks.evidence.episodes import failure_events, is_excerpt
 from flink_runbooks.evidence.memory import oom
 from flink_runbooks.evidence.faults import user_frames
 from flink_runbooks.model import Event, Finding, Incident, RootCause
+from flink_runbooks.vocabulary.lifecycle import GLOBAL_FAILURE, JOB_FAILOVER, JOB_FINISHED, TASK_FAILED
 from flink_runbooks.vocabulary.wordings import Wording
 
 SLUG = "classloading-conflict"
@@ -132,6 +133,7 @@ class ClassloadingConflict(Detector):
         r"Cannot load user class: ",
         r"ClassLoader info: |Class not resolvable through given classloader|Class was actually found in classloader",
         r"Trying to access closed classloader",
+        JOB_FINISHED.pattern,
         *dependencies.SIGNATURES,
     )
     wordings = (
@@ -236,6 +238,12 @@ class ClassloadingConflict(Detector):
         "submissions": "{count} job submission(s) in these logs: every one leaves its loader and classes in Metaspace "
                        "while the leak holds them; if Metaspace runs out, see the oom-metaspace runbook.",
         "did not fail": " The job itself did not fail from it.",
+        "finished before": " The job had finished successfully before it ({place}): its class loader was closed "
+                           "with it, and what touched the loader afterwards ({who}) ran once the job's results were "
+                           "complete. A warning to fix the leak, not a failure of the job.",
+        "after finish who": "thread {thread}",
+        "after finish who unknown": "a shutdown hook or a thread the job or a library left behind",
+        "finished note": "the job finished successfully before the closed-loader error",
         "undetermined": "A class-loading error{where} ({exception}), but the record does not name the class or the "
                         "loaders involved.",
         "compare": "Find every copy of the class: the job jar, Flink's lib/ on every JobManager and TaskManager "
@@ -281,8 +289,8 @@ class ClassloadingConflict(Detector):
         confidence = (0.9 if cause != "undetermined" else 0.4) - (0.25 if excerpt else 0)
         severity = "failure" if failing else "warning"
         summary, notes, extra, details = self._explain(incident, cause, first, same, failing)
-        if excerpt:
-            summary += self.say("excerpt")
+        if excerpt and not (first.kind == "closed" and not failing and _finished_before(first, incident)):
+            summary += self.say("excerpt")  # (an excerpt that shows the job finished does say it did not fail)
         evidence = [first.event] + [p.event for p in same[1:3]] + extra
         patches = self._patches(incident, cause, first)
         return [self.finding(cause, summary, evidence, confidence=confidence, patches=patches, severity=severity,
@@ -386,7 +394,14 @@ class ClassloadingConflict(Detector):
                 summary = self.say(cause, count=len(same),
                                    threads=self.say("threads", threads=", ".join(threads[:3])) if threads else "")
                 summary += self.say("submissions", count=submissions) if submissions else ""
-            if failing is not None and p not in failing:
+            finished = _finished_before(p, incident)
+            if finished is not None and p not in failing:
+                summary += self.say("finished before", place=f"{finished.file}:{finished.line}", who=(
+                    self.say("after finish who", thread=p.event.thread) if p.event.thread
+                    else self.say("after finish who unknown")))
+                notes[1 + len(same[1:3])] = self.say("finished note")
+                extra.append(finished)
+            elif failing is not None and p not in failing:
                 summary += self.say("did not fail")
         else:
             summary = self.say(cause, where=where, exception=p.text[:200])
@@ -554,5 +569,31 @@ def _only_flink_frames(ev: Event) -> bool:
 
 
 def _is_failure(p: ClassProblem, incident: Incident) -> bool:
-    """A closed-loader error counts as the failure only when it failed a task or the job."""
+    """A closed-loader error counts as the failure only when it failed a task or the job: a task's or the job's
+    failure record, else an ERROR or an uncaught exception while the job was not yet finished. After the job finished
+    successfully (a shutdown hook, a thread or a library still running at exit) it failed nothing."""
+    if TASK_FAILED.search(p.event.message) or JOB_FAILOVER.search(p.event.message) or GLOBAL_FAILURE.search(
+            p.event.message):
+        return True
+    if _finished_before(p, incident) is not None:
+        return False
     return p.event.level in ("ERROR", "FATAL") or any(ev is p.event for ev in failure_events(incident))
+
+
+def _finished_before(p: ClassProblem, incident: Incident) -> Event | None:
+    """The record of the job finishing successfully that precedes the error (earlier in the same file, or earlier in
+    time), with no failure of a task or the job between them; None when the job had not finished."""
+    order = {id(ev): i for i, ev in enumerate(incident.events)}
+
+    def before(a: Event, b: Event) -> bool:
+        if a.file == b.file:
+            return a.line < b.line
+        return bool(a.ts and b.ts and a.ts <= b.ts)
+
+    finished = [ev for ev, _m in incident.find(JOB_FINISHED) if before(ev, p.event)]
+    if not finished:
+        return None
+    last = max(finished, key=lambda ev: order.get(id(ev), 0))
+    failed_since = [ev for ev in incident.events if before(last, ev) and before(ev, p.event)
+                    and (TASK_FAILED.search(ev.message) or JOB_FAILOVER.search(ev.message))]
+    return None if failed_since else last

@@ -17,7 +17,7 @@ import os
 
 from flink_runbooks.detectors.base import Detector, version_key
 from flink_runbooks.evidence.config_values import (COULD_NOT_PARSE, KeyProblem, ParseFailure, corrected_value,
-                                                   key_problems, parse_failures)
+                                                   key_problems, parse_failures, same_problem)
 from flink_runbooks.evidence.episodes import is_excerpt
 from flink_runbooks.model import Finding, Incident, RootCause
 from flink_runbooks.vocabulary.wordings import Wording
@@ -89,6 +89,13 @@ class ConfigValueInvalid(Detector):
         "could not parse": "Flink {version} could not parse '{value}' for {key}: {detail}{same}.",
         "same value": "; the same value in its format is {key}: {fix}",
         "undetermined": " The logs do not say which format the option takes.",
+        "same problem": "Flink stops at the first value it cannot read: {count} other key(s) this release reads the "
+                        "same way are written the same way and would fail the next start: {keys}.",
+        "same problem key": "{key}: {value} (in its format: {fix})",
+        "same problem key without fix": "{key}: {value}",
+        "reformat too": "'{value}' for {key} has the same problem ({detail}) and would be refused once {failed} is "
+                        "fixed; {fix} is the same setting in the format Flink {version} reads.",
+        "same problem note": "{key}: {value}, refused the same way once {failed} is fixed",
         "neither started": "Neither the JobManager nor the TaskManager started ({files}).",
         "taskmanager failed": "A TaskManager failed to start ({file}).",
         "jobmanager failed": "The JobManager failed to start or to run the job ({file}).",
@@ -150,6 +157,19 @@ class ConfigValueInvalid(Detector):
             fix = proposed[f.key]
             parts.append(self.say("could not parse", version=version, value=f.value, key=key, detail=f.detail,
                                   same=self.say("same value", key=key, fix=fix) if fix else ""))
+        failed = {f.key for f in failures}
+        siblings: list[tuple[ParseFailure, ParseFailure]] = []  # (a key with the same problem, the refusal it shares)
+        for f in failures:
+            for other in same_problem(incident, f):
+                if other.key not in failed and all(other.key != s.key for s, _f in siblings):
+                    siblings.append((other, f))
+        sibling_fix = {s.key: corrected_value(s) for s, _f in siblings}
+        if siblings:
+            parts.append(self.say("same problem", count=len(siblings), keys="; ".join(
+                self.say("same problem key", key=version_key(incident, s.key), value=s.value, fix=sibling_fix[s.key])
+                if sibling_fix[s.key] else
+                self.say("same problem key without fix", key=version_key(incident, s.key), value=s.value)
+                for s, _f in siblings)))
         where = self._where(first)
         summary = " ".join(parts + [where])
         if cause == "undetermined":
@@ -160,6 +180,11 @@ class ConfigValueInvalid(Detector):
             if fix is not None:
                 patches.append(self.flink_patch(incident, f.key, fix, self.say(
                     "reformat", value=f.value, version=version, detail=f.detail, fix=fix)))
+        for s, f in siblings:
+            if sibling_fix[s.key] is not None:
+                patches.append(self.flink_patch(incident, s.key, sibling_fix[s.key], self.say(
+                    "reformat too", value=s.value, key=version_key(incident, s.key), detail=s.detail,
+                    failed=version_key(incident, f.key), fix=sibling_fix[s.key], version=version)))
         if cause == "undetermined" or len(patches) < len(failures):
             patches.append(self.ops_patch(
                 "check the option's type for this release", self.say("check the option's type"),
@@ -169,8 +194,15 @@ class ConfigValueInvalid(Detector):
                      for f in failures},
             "where_it_failed": where,
         }
-        evidence = [f.event for f in failures]
+        if siblings:
+            details["same_problem_keys"] = {version_key(incident, s.key): {"value": s.value,
+                                                                          "proposed": sibling_fix[s.key]}
+                                            for s, _f in siblings}
+        evidence = [f.event for f in failures] + [s.event for s, _f in siblings]
         notes = {i: self.say("refusal", value=f.value, key=f.key) for i, f in enumerate(failures)}
+        notes.update({len(failures) + i: self.say("same problem note", key=s.key, value=s.value,
+                                                  failed=version_key(incident, f.key))
+                      for i, (s, f) in enumerate(siblings)})
         confidence = 0.9 if cause != "undetermined" else 0.5
         if is_excerpt(incident):
             confidence = min(confidence, 0.75)

@@ -11,8 +11,10 @@ import re
 
 from flink_runbooks.evidence.episodes import episodes, failure_events, first_fault, is_excerpt, is_secondary
 from flink_runbooks.evidence.faults import read_fault
-from flink_runbooks.model import Finding, Incident, RootCause
+from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.detectors.base import Detector
+from flink_runbooks.vocabulary.lifecycle import COORDINATOR_FAILOVER
+from flink_runbooks.vocabulary.wordings import Wording
 
 _JM_LOG = "ops:collect the JobManager log"
 _TRACE = "ops:collect the full stack trace"
@@ -70,6 +72,20 @@ class UnrecognisedFailure(Detector):
         r"FatalExitExceptionHandler|produced an uncaught exception|Fatal error occurred in",
         r"The program finished with the following exception|Job execution failed",
         _user_frame_signature(),
+        COORDINATOR_FAILOVER.pattern,
+    )
+    wordings = (
+        Wording("unrecognised-failure", r"Uncaught exception in the SplitEnumerator for Source .* Triggering job failover",
+                "1.13 – 2.x", "SourceCoordinator.runInEventLoop (checked in 1.13.6, 1.20.3, 2.3.0)",
+                "2026-03-10 14:05:00,112 ERROR org.apache.flink.runtime.source.coordinator.SourceCoordinator [] - "
+                "Uncaught exception in the SplitEnumerator for Source Source: orders while handling operator event "
+                "RequestSplitEvent (host='10.42.1.23') from subtask 1 (#0). Triggering job failover."),
+        Wording("unrecognised-failure", r"Exception while handling result from async call in .*Triggering job failover",
+                "1.13 – 2.x", "SourceCoordinatorContext.handleUncaughtExceptionFromAsyncCall (checked in 1.13.6, "
+                "1.20.3, 2.3.0)",
+                "2026-03-10 14:05:00,112 ERROR org.apache.flink.runtime.source.coordinator.SourceCoordinatorContext "
+                "[] - Exception while handling result from async call in SourceCoordinator-Source: orders. "
+                "Triggering job failover."),
     )
     root_causes = (
         RootCause("thrown-by-user-code", "The job's own code threw the exception that failed it.",
@@ -90,7 +106,8 @@ class UnrecognisedFailure(Detector):
                   "names a refused connection, a timeout, a full disk or a denied permission.",
                   patches=(_JM_LOG, "ops:check the host, network or storage at that time")),
         RootCause("undetermined", "The job failed, but the logs do not show which component threw the fault.",
-                  "No exception is logged with the failure, or it is a generic one without frames.",
+                  "No exception is logged with the failure (nor at ERROR beside it), or it is a generic one without "
+                  "frames.",
                   patches=(_JM_LOG, _TRACE),
                   next_evidence="the complete stack trace of the first failure (every 'Caused by:' with its first "
                                 "frames), from the TaskManager that ran the failing task."),
@@ -112,7 +129,13 @@ class UnrecognisedFailure(Detector):
         "unknown outcome": "whether the job failed or restarted and how often (an excerpt, no job state changes)",
         "unknown frames": "the frames of the deepest cause",
         "unknown exception": "the exception itself (none is logged with the failure)",
+        "unknown exception elsewhere": "the exception itself (the failure's own record carries none)",
+        "not with the failure": "the failure's own record carries no exception, and no exception logged at ERROR "
+                                "comes before it",
         "first fault note": "first fault: {fault}",
+        "logged apart": "The failure's own line carries no exception; the exception logged {when} it in the same "
+                        "input is named as its fault.",
+        "logged apart note": "the exception logged {when} the failure: {fault}",
         "collect the JobManager log": "The JobManager log around the failure shows the job's state changes, the first "
                                       "task that failed and whether restarts followed; an excerpt cannot show the "
                                       "first fault of the episode.",
@@ -138,6 +161,17 @@ class UnrecognisedFailure(Detector):
             return []
         event = first_fault(incident) or failures[0]
         fault = read_fault(event)
+        # A failure line without its exception (a job's state change) while the input holds one: name that one
+        # rather than claim none is logged.
+        apart = _exception_near(incident, event) if fault.deepest is None else None
+        if apart is not None:
+            event = apart[0]
+            fault = read_fault(event)
+        # exceptions elsewhere in the input (a WARN, a consequence of another fault) are not this failure's, but
+        # the answer never claims that none is logged
+        logged_elsewhere = fault.deepest is None and any(ev.chain for ev in incident.events)
+        if logged_elsewhere:
+            fault.why = self.say("not with the failure")
         eps = [ep for ep in episodes(incident) if ep.failures or ep.outcome in ("restarting", "failed")]
         excerpt = is_excerpt(incident)
         # An excerpt shows a task's failure, not what the job did next.
@@ -149,14 +183,17 @@ class UnrecognisedFailure(Detector):
         if not fault.user_frames and fault.component in (None, "user code"):
             unknown.append(self.say("unknown frames"))
         if fault.deepest is None:
-            unknown.append(self.say("unknown exception"))
+            unknown.append(self.say("unknown exception elsewhere" if logged_elsewhere else "unknown exception"))
         confidence = 0.6 if fault.component and not excerpt else 0.45 if fault.component else 0.3
+        if apart is not None:
+            confidence = min(confidence, 0.45)
         # Numbers (record ids, offsets, ports) differ between attempts of the same fault.
         distinct = sorted({re.sub(r"\d+", "N", read_fault(ev).text) for ep in eps for ev in ep.failures
                            if not is_secondary(ev)})
-        summary = self._summary(fault, outcome, eps, unknown, distinct)
+        summary = self._summary(fault, outcome, eps, unknown, distinct, apart[1] if apart else None)
         evidence = [event] + [ev for ev in failures if ev is not event][:3]
-        notes = {0: self.say("first fault note", fault=fault.text[:200])}
+        notes = {0: self.say("logged apart note", when=apart[1], fault=fault.text[:200]) if apart is not None
+                 else self.say("first fault note", fault=fault.text[:200])}
         details = {
             "first_fault": fault.text,
             "task_or_operator": fault.task or "unknown",
@@ -172,7 +209,7 @@ class UnrecognisedFailure(Detector):
                              patches=self._patches(fault, excerpt),
                              severity="warning" if outcome == "recovered" and len(eps) == 1 else "failure")]
 
-    def _summary(self, fault, outcome, eps, unknown, distinct) -> str:
+    def _summary(self, fault, outcome, eps, unknown, distinct, logged_apart: str | None = None) -> str:
         parts = [self.say("head", where=self.say("where", task=fault.task) if fault.task else "",
                           fault=fault.text[:300].rstrip("."))]
         parts.append(self.say("thrown by", component=fault.component, why=fault.why) if fault.component
@@ -183,6 +220,8 @@ class UnrecognisedFailure(Detector):
                      else self.say(f"job {outcome}"))
         if len(distinct) > 1:
             parts.append(self.say("distinct faults", count=len(distinct)))
+        if logged_apart:
+            parts.append(self.say("logged apart", when=logged_apart))
         parts.append(self.say("uncatalogued"))
         if unknown:
             parts.append(self.say("unknown", unknown="; ".join(unknown)))
@@ -216,6 +255,23 @@ class UnrecognisedFailure(Detector):
         if fault.component == "Flink":
             out.append(self.ops_patch("search Flink's issue tracker", self.say("search the issue tracker")))
         return out
+
+
+def _exception_near(incident: Incident, failure: Event) -> tuple[Event, str] | None:
+    """The exception record nearest the failure that is not a known consequence of another fault (the last one
+    logged before it, else the first after it), with "before" or "after"; None when the input holds none."""
+    from flink_runbooks.evidence.episodes import is_secondary
+
+    candidates = [ev for ev in incident.events if ev.chain and ev.level in (None, "ERROR", "FATAL")
+                  and not is_secondary(ev)]
+    if not candidates:
+        return None
+    order = {id(ev): i for i, ev in enumerate(incident.events)}
+    at = order.get(id(failure), 0)
+    before = [ev for ev in candidates if (ev.ts or "") <= (failure.ts or "~") and order[id(ev)] <= at]
+    if before:
+        return before[-1], "before"
+    return candidates[0], "after"
 
 
 def _short(frame: str) -> str:

@@ -12,7 +12,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from flink_runbooks.vocabulary.options import KEYS as OPTION_KEYS, RELEASES
+from flink_runbooks.vocabulary.options import KEYS as OPTION_KEYS, RELEASES, option_type
 from flink_runbooks.evidence.memory import options as memory_options
 from flink_runbooks.model import Event, Incident
 from flink_runbooks.vocabulary import keys
@@ -118,6 +118,53 @@ def corrected_value(failure: ParseFailure) -> str | None:
     if failure.expects == "boolean" and value.lower() in ("yes", "on", "1", "enabled", "no", "off", "0", "disabled"):
         return "true" if value.lower() in ("yes", "on", "1", "enabled") else "false"
     return None
+
+
+_VALUE = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>[a-zA-Zµ]*)\s*$")
+# How a failure's expected format reads as an option type of the release's declarations.
+_TYPE_OF_EXPECTED = {"number": "number", "duration": "duration", "memory size": "memory size"}
+
+
+def value_problem(value: str, option: str | None) -> str | None:
+    """What keeps an option of this type from reading ``value``: "unit on a number" (a duration written where the
+    release reads plain milliseconds), "fraction" (durations and sizes take whole numbers), "spelled unit" (a size
+    unit Flink does not know, such as "gigabytes"), or None when it reads it (or the shape is not one of these)."""
+    m = _VALUE.match(value.strip().strip("'\""))
+    if not m or option is None:
+        return None
+    number, unit = m["number"], m["unit"].lower()
+    if option == "number":
+        return "unit on a number" if unit and unit in _DURATION_UNITS_MS else None
+    if option == "duration":
+        return "fraction" if "." in number and unit in _DURATION_UNITS_MS else None
+    if option == "memory size":
+        if "." in number and unit in _SIZE_UNITS:
+            return "fraction"
+        return "spelled unit" if unit and unit not in _SIZE_UNITS else None
+    return None
+
+
+def same_problem(incident: Incident, failure: ParseFailure) -> list[ParseFailure]:
+    """The other configured keys this release reads as the same type as the refused one and whose values it would
+    refuse for the same reason: Flink stops at the first value it cannot parse, so each of them would fail the next
+    start. One per key, in the order of their lines, with the line that sets it as its record."""
+    version = incident.version_tuple
+    option = option_type(failure.key, version) or _TYPE_OF_EXPECTED.get(failure.expects)
+    problem = value_problem(failure.value, option)
+    if problem is None:
+        return []
+    out = []
+    for key, configured in incident.config.items():
+        if key == failure.key or option_type(key, version) != option:
+            continue
+        value = configured.value.strip().strip("'\"")
+        if value_problem(value, option) != problem:
+            continue
+        event = _source_event(incident, key, value, configured.source)
+        if event is None:
+            continue
+        out.append(ParseFailure(event, key, value, failure.expects, failure.detail))
+    return sorted(out, key=lambda f: (f.event.file, f.event.line))
 
 
 def _whole_duration(ms: float) -> str:

@@ -20,7 +20,8 @@ import datetime
 
 from flink_runbooks.model import ChainLink, Event, Incident, RestFailure, RestFailureEntry, RestJob
 from flink_runbooks.parse.records import assemble
-from flink_runbooks.vocabulary.lifecycle import GLOBAL_FAILURE, JOB_STATE, RECOVERY_SUPPRESSED, TASK_FAILED
+from flink_runbooks.vocabulary.lifecycle import (COORDINATOR_FAILOVER, GLOBAL_FAILURE, JOB_STATE, RECOVERY_SUPPRESSED,
+                                                 TASK_FAILED)
 
 
 # Causes that are consequences of another fault (a peer died, the task was cancelled, the job is shutting down).
@@ -34,8 +35,10 @@ SECONDARY_SYMPTOMS = re.compile(
     r"JobCancellationException|RecipientUnreachableException|the job is being cancelled|"
     r"Received cancel|Discarding the results produced by task execution"
 )
-# A failure line of this kind counts as a fault.
-FAILURE_LINE = re.compile(rf"{TASK_FAILED.pattern}|{GLOBAL_FAILURE.pattern}|switched from state RUNNING to (?:FAILING|RESTARTING|FAILED)")
+# A failure line of this kind counts as a fault: a task failed, a global failure, the job leaving RUNNING, or a
+# source's split enumerator on the JobManager failing the job over (its exception is the fault, as a task's is).
+FAILURE_LINE = re.compile(rf"{TASK_FAILED.pattern}|{GLOBAL_FAILURE.pattern}|{COORDINATOR_FAILOVER.pattern}|"
+                          r"switched from state RUNNING to (?:FAILING|RESTARTING|FAILED)")
 
 
 @dataclass

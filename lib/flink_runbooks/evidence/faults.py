@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 
 from flink_runbooks.model import ChainLink, Event
+from flink_runbooks.vocabulary.lifecycle import COORDINATOR_FAILOVER
 
 # Packages whose frames are not the job's own code: the JDK, Flink, its RPC and network stacks, and the libraries
 # connectors and file systems bring. A frame outside all of them is user code.
@@ -117,6 +118,9 @@ def task_name(event: Event) -> str | None:
     m = _TASK.search(event.message) or _TASK_IN_TEXT.search(event.text)
     if m:
         return m.group("task").strip()
+    coordinator = COORDINATOR_FAILOVER.search(event.message)
+    if coordinator:
+        return f"the split enumerator of {coordinator['source'] or coordinator['coordinator']} (on the JobManager)"
     if event.thread and re.search(r"\(\d+/\d+\)", event.thread):
         return re.sub(r"#\d+$", "", event.thread)
     return None

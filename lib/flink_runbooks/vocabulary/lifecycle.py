@@ -19,12 +19,26 @@ JOB_STATE = re.compile(
 JOB_FAILOVER = re.compile(r"switched from state RUNNING to (?:RESTARTING|FAILING|FAILED)")
 # The job runs again: first start, after a restart, after a JobManager failover (RECONCILING).
 JOB_RUNNING = re.compile(r"switched from state (?P<previous>CREATED|RESTARTING|INITIALIZING|RECONCILING) to RUNNING")
+# The job ended successfully: its last state change on the JobManager, or what the client prints when the job it
+# waited for finished (JobExecutionResult.toString: "Program execution finished", "Job with JobID {} has finished.",
+# "Job Runtime: {} ms"; 1.20.3, 2.3.0).
+JOB_FINISHED = re.compile(r"Job .*?\((?P<job>[0-9a-f]{32})\) switched from state \w+ to FINISHED|"
+                          r"Job with JobID (?P<client_job>[0-9a-f]{32}) has finished\.")
 # The JobManager lost leadership and suspended the job.
 JOB_SUSPENDED = re.compile(r"Job .*\((?P<job>[0-9a-f]{32})\) switched from state \w+ to SUSPENDED")
 # The scheduler restarts the whole job after a failure no region can contain.
 GLOBAL_FAILURE = re.compile(r"Trying to recover from a global failure")
 # The restart strategy gives up (1.10+).
 RECOVERY_SUPPRESSED = re.compile(r"Recovery is suppressed by (?P<strategy>\w+)(?P<args>\([^)]*\))?")
+
+# A source's split enumerator failed on the JobManager and fails the job over, the way a failed task does: an ERROR
+# of SourceCoordinator ("Uncaught exception in the SplitEnumerator for Source {} while {}. Triggering job failover.")
+# or of SourceCoordinatorContext ("Exception while handling result from async call in {}. Triggering job failover.",
+# {} the coordinator thread "SourceCoordinator-<source>"), the enumerator's exception below it (1.13.6, 1.20.3, 2.3.0).
+COORDINATOR_FAILOVER = re.compile(
+    r"(?:Uncaught exception in the SplitEnumerator for Source (?P<source>.+?) while .*?|"
+    r"Exception while handling result from async call in (?:SourceCoordinator-)?(?P<coordinator>.+?))\. "
+    r"Triggering job failover")
 
 # -- tasks
 # A task (attempt) is up: deployed and initialised.

@@ -1,6 +1,8 @@
 #!/bin/bash
 # Regenerate lib/flink_runbooks/vocabulary/options.json: every configuration key (and deprecated spelling) that the
 # option classes of flink-dist declare, per release: option_keys.sh 1.17.2 1.20.3 2.3.0
+# With TYPES_OF="1.13.6 1.17.2 1.19.3 1.20.3 2.3.0" also option_types.json: how each of those releases reads the
+# options of numbers, durations and sizes (option_types.py beside this script).
 set -eu
 FLINK_LAB=${FLINK_LAB:-/opt/flink-lab}
 OUT=$(cd "$(dirname "$0")/../../.." && pwd)/lib/flink_runbooks/vocabulary/options.json
@@ -32,4 +34,17 @@ lines += [" }", "}"]
 pathlib.Path(out).write_text("\n".join(lines) + "\n")
 print(out, len(known), "keys")
 PY
+for v in ${TYPES_OF:-}; do
+  mkdir -p "$TMP/types-$v"
+  jar=$(ls "$FLINK_LAB/$v/pyflink/lib/"flink-dist*.jar)
+  (cd "$TMP/types-$v" && unzip -q -o "$jar" 'org/apache/flink/*Options*.class' 'org/apache/flink/configuration/*' \
+     2>/dev/null || true)
+  classes=$(cd "$TMP/types-$v" && find . -name '*.class' | sed 's#^\./##; s#\.class$##; s#/#.#g' \
+            | grep -E 'Options$|Options\$' | grep -v '\$[0-9]')
+  (cd "$TMP/types-$v" && javap -c -constants $classes 2>/dev/null) > "$TMP/types-$v.javap"
+  pairs="${pairs:-} $(echo "$v" | cut -d. -f1,2)=$TMP/types-$v.javap"
+done
+if [ -n "${TYPES_OF:-}" ]; then
+  python3 "$(dirname "$0")/option_types.py" "$(dirname "$OUT")/option_types.json" $pairs
+fi
 rm -rf "$TMP"
