@@ -63,12 +63,29 @@ def test_a_savepoint_older_than_the_retention_names_retention_and_measures_the_l
     assert any("Restoring job" in e.text for e in f.evidence)
 
 
-def test_a_reset_policy_that_skipped_deleted_records_is_a_warning_with_their_count():
+def test_a_reset_policy_that_skipped_deleted_records_is_a_warning_from_the_snapshot_s_age():
+    """Whole logs: the client's 'Resetting offset … to' line is logged on every ordinary start too, so the scan
+    does not keep it; the 9-day-old savepoint the positions came from names retention, the count is to measure."""
     f = _primary("reset-to-earliest-hides-loss-1.17")
     assert f.runbook == SLUG and f.root_cause.slug == "retention-expired" and f.severity == "warning"
-    assert f.details["records_never_read"] == 731748
+    assert f.details["resets"] == {"orders-0": "1843207 -> unknown", "orders-1": "1839950 -> unknown"}
+    assert "taken 9 day(s)" in f.summary and "The reset hid the loss" in f.summary
+    assert [p.key for p in f.patches] == ["measure the lost records"]
+    assert "1843207 on orders-0" in f.patches[0].snippet
+
+
+def test_a_pasted_reset_counts_the_records_it_skipped(tmp_path):
+    """Pasted lines are read whole: the new positions are there and give the count."""
+    from corpus import incident_from_files
+    from flink_runbooks.diagnose import run_detectors
+
+    log = example(SLUG, "reset-to-earliest-hides-loss-1.17") / "log" / "flink-flink-taskexecutor-0-flink-tm-0.log"
+    lines = [line.split(" - ", 1)[1] for line in log.read_text().splitlines()
+             if "is out of range for partition" in line or "Resetting offset for partition" in line]
+    f = run_detectors(incident_from_files(tmp_path, {"ticket.txt": "\n".join(lines) + "\n"})).primary
+    assert f.root_cause.slug == "retention-expired" and f.details["records_never_read"] == 731748
     assert f.details["resets"] == {"orders-0": "1843207 -> 2210034", "orders-1": "1839950 -> 2204871"}
-    assert "366827 record(s) were never read" in f.summary and "The reset hid the loss" in f.summary
+    assert "366827 record(s) were never read" in f.summary
     # the job already resets: nothing proposes a reset policy again
     assert not [p for p in f.patches if p.target in ("kafka", "code")]
 

@@ -122,15 +122,14 @@ class Reset:
 def silent_resets(incident: Incident) -> list[Reset]:
     resets: dict[str, Reset] = {}
     for ev in incident.events:
+        # one record may hold several of the client's lines (a paste whose lines were joined): each is read
         text = ev.message
-        m = RESETTING.search(text) or OLD_RESETTING.search(text)
-        if m:
+        for m in [*RESETTING.finditer(text), *OLD_RESETTING.finditer(text)]:
             resets.setdefault(m["tp"], Reset(ev, m["tp"], int(m["offset"])))
-            continue
-        m = RESET_TO.search(text)
-        if m and m["tp"] in resets and resets[m["tp"]].moved is None:
-            r = resets[m["tp"]]
-            r.new, r.moved = int(m["offset"] or m["old"]), ev
+        for m in RESET_TO.finditer(text):
+            if m["tp"] in resets and resets[m["tp"]].moved is None:
+                r = resets[m["tp"]]
+                r.new, r.moved = int(m["offset"] or m["old"]), ev
     return list(resets.values())
 
 
@@ -167,7 +166,6 @@ class KafkaOffsetOutOfRange(Detector):
         r"Offsets out of range with no configured reset policy",
         r"Undefined offset with no reset policy",
         r"OffsetOutOfRangeException|NoOffsetForPartitionException",
-        r"Resetting offset for partition \S+ to ",
         r"Found no committed offset for partition",
         r"Seeking to offset \d+ for partition",
         r"since the associated topicId changed from",
@@ -364,6 +362,15 @@ class KafkaOffsetOutOfRange(Detector):
         "compare snippet": "kafka-get-offsets.sh --bootstrap-server {servers} --topic {topic} --time -2   # earliest\n"
                            "kafka-get-offsets.sh --bootstrap-server {servers} --topic {topic} --time -1   # latest\n"
                            "# failing offsets: {offsets}",
+        "retention unmeasured": "The job resumed from {snapshot} taken {age} earlier: the positions it restored "
+                                "({offsets}) were older than the topic keeps, so the reset moved past records "
+                                "retention had deleted before the job read them. The reset hid the loss; nothing "
+                                "failed. How many: each partition's earliest offset minus the restored one (the "
+                                "action below).",
+        "unmeasured reset": "Where it moved from offset {offsets} is not in what was read: a move forward skipped "
+                            "records retention had deleted (or a reset to latest skipped), a move back means a "
+                            "recreated topic. The client's next 'Resetting offset for partition' line names the new "
+                            "position; the partition's earliest and latest offsets tell it too (the action below).",
         "measure reset": "The reset hid records the job never read ({lost} on the partitions above). Check whether "
                          "they matter downstream; a policy of none would have stopped the job instead.",
     }
@@ -372,8 +379,12 @@ class KafkaOffsetOutOfRange(Detector):
         faults = offset_faults(incident)
         if faults:
             return [self._failure(incident, faults)]
-        resets = [r for r in silent_resets(incident) if r.new is not None and r.new != r.old]
-        return [self._reset(incident, resets)] if resets else []
+        resets = silent_resets(incident)
+        moved = [r for r in resets if r.new is not None and r.new != r.old]
+        if moved:
+            return [self._reset(incident, moved)]
+        unmeasured = [r for r in resets if r.new is None]
+        return [self._unmeasured_reset(incident, unmeasured)] if unmeasured else []
 
     # ------------------------------------------------------------------------------------------------ readings
 
@@ -570,6 +581,37 @@ class KafkaOffsetOutOfRange(Detector):
                                           snippet=self.say("recreated snippet", servers=servers, topic=topics[0],
                                                            offsets=", ".join(str(r.old) for r in resets))))
         return self.finding(cause, summary, evidence, notes=notes, confidence=0.8, patches=patches,
+                            severity="warning", details=details)
+
+    def _unmeasured_reset(self, incident: Incident, resets: list[Reset]) -> Finding:
+        """A reset whose new position the logs do not show: the client's 'Resetting offset for partition … to' line
+        is logged for every ordinary start too, so the scan does not keep it from whole logs. A snapshot old enough
+        for retention to have deleted its offsets names the cause; otherwise it stays undetermined."""
+        first = resets[0]
+        evidence, notes, add = evidence_trail()
+        add(first.event, self.say("out of range note"))
+        value, config_event = self._reset_value(incident)
+        add(config_event, self.say("config note", value=value) if value else "")
+        servers, _ = self._servers_group(incident)
+        offsets = ", ".join(f"{r.old} on {r.partition}" for r in resets)
+        summary = self.say("head reset", partitions=", ".join(r.partition for r in resets))
+        restore = self._restore(incident, first.event)
+        topic = _topic(first.partition)
+        details = {"resets": {r.partition: f"{r.old} -> unknown" for r in resets},
+                   "auto.offset.reset": value or "unknown (no ConsumerConfig dump)"}
+        if restore is not None and restore[2] >= SUSPECT_AGE_S:
+            add(restore[0], self.say("restore note", snapshot=restore[1], age=_age(restore[2])))
+            summary += self.say("retention unmeasured", snapshot=restore[1], age=_age(restore[2]), offsets=offsets)
+            patches = [self.ops_patch("measure the lost records", self.say("measure"),
+                                      snippet=self.say("measure snippet", servers=servers, topic=topic,
+                                                       offsets=offsets))]
+            return self.finding("retention-expired", summary, evidence, notes=notes, confidence=0.7,
+                                patches=patches, severity="warning", details=details)
+        summary += self.say("unmeasured reset", offsets=offsets)
+        patch = self.ops_patch("compare the offset with the partition's range", self.say("compare range"),
+                               snippet=self.say("compare snippet", servers=servers, topic=topic,
+                                                offsets=", ".join(str(r.old) for r in resets)))
+        return self.finding("undetermined", summary, evidence, notes=notes, confidence=0.5, patches=[patch],
                             severity="warning", details=details)
 
     # ------------------------------------------------------------------------------------------------ patches
