@@ -1,8 +1,9 @@
 """Metamorphic tests: every example incident, reshaped the way people paste logs, gives the same answer.
 
 From each example incident whose expected primary finding is not null, the shapes below are generated: the whole
-logs behind docker-compose, Kubernetes (CRI and ``kubectl --timestamps``), docker's JSON log driver and a test
-runner's prefix, wrapped at 80 and 120 columns, with class names stripped of their packages, without time stamps;
+logs behind docker-compose, Kubernetes (CRI and ``kubectl --timestamps``), docker's JSON log driver, a test
+runner's prefix, quoted in a chat (``> ``), exported from a log store (one JSON document per record, the trace in its
+message), wrapped at 80 and 120 columns, with class names stripped of their packages, without time stamps;
 and the excerpts people cut from them: the bare exception chain of the primary finding's evidence, the same
 truncated after a few lines, and JSON-escaped on one line. Each must give the same primary runbook; the same root
 cause where the shape still holds its evidence, or else a clearly less confident finding.
@@ -82,6 +83,25 @@ def _json_file(line: str, _name: str) -> str:
     return json.dumps({"log": line + "\n", "stream": "stdout", "time": "2024-05-02T08:15:01.123456789Z"})
 
 
+def _shipper_export(files: dict[str, str]) -> dict[str, str]:
+    """A log store's export: one JSON document per record, its message field holding the record's line and the
+    trace logged under it (an Elasticsearch hit's ``_source``)."""
+    out = {}
+    for name, text in files.items():
+        if _is_config(name, text):
+            out[name] = text
+            continue
+        records: list[list[str]] = []
+        for line in text.splitlines():
+            if not records or layouts.is_header(line):
+                records.append([line])
+            else:
+                records[-1].append(line)
+        out[name] = "".join(json.dumps({"_index": "flink-logs", "_source": {
+            "@timestamp": "2024-05-02T08:15:01.123Z", "message": "\n".join(r)}}) + "\n" for r in records)
+    return out
+
+
 WHOLE_FILE = {
     "docker": _per_line(lambda line, name: f"{_service(name)}  | {line}"),
     "kubernetes-cri": _per_line(lambda line, name: f"2024-05-02T08:15:01.123456789Z stdout F {line}"),
@@ -92,6 +112,8 @@ WHOLE_FILE = {
     "wrapped-120": _wrap(120),
     "no-packages": _per_line(_no_packages),
     "no-timestamps": _per_line(_no_timestamp),
+    "chat-quoted": _per_line(lambda line, name: f"> {line}"),
+    "shipper-export": _shipper_export,
 }
 EXCERPTS = ("bare-chain", "truncated", "json-escaped")
 

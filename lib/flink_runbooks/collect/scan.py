@@ -58,6 +58,8 @@ BASE_SIGNATURES = (
     r"switched from \w+ to (?:FAILED|CANCELING|CANCELED)",
     r"Trying to recover from a global failure",
     r"Restoring job \w+ from",
+    # a stack trace escaped inside one JSON document (a log store's export), whatever level the document names
+    r"\\n\\t?at [\w$.]+\(",
 )
 _WARN_OR_WORSE = r"(?:^|[\s\]\"])(?:WARN|WARNING|ERROR|FATAL|SEVERE)[\s\"]"
 _LEVEL_WORDS = "WARN|ERROR|FATAL|SEVERE"  # what every line WARN_OR_WORSE matches holds

@@ -35,6 +35,10 @@ PREFIX = (
     r"(?=\d{4}-\d{2}-\d{2}[ T]|\s|at |Caused by|Suppressed|\.\.\.|Exception in|[a-z_$][\w$]*\.)"
     r"|\d{2}:\d{2}:\d{2} \d{4}/\d{2}/\d{2} +\([^)]*\): ?"  # test runners: "HH:MM:SS yyyy/mm/dd  ():"
     r"|\[pod/[^\]\s]+\] ?"  # kubectl logs --prefix
+    # a quote in a chat, a mail or a bug tracker's comment ("> "), of a record or a stack-trace line (as the
+    # process or docker compose printed it)
+    r"|(?:>[ \t]?)+(?:[A-Za-z0-9][\w.-]*\s*\| ?)?"
+    r"(?=\d{4}-\d{2}-\d{2}[ T]|\s|at |Caused by|Suppressed|\.\.\.|Exception in|[a-z_$][\w$]*\.)"
     r"|[A-Z][a-z]{2} [ \d]\d \d{2}:\d{2}:\d{2} [\w.-]+ [\w./@-]+(?:\[\d+\])?: ?"  # syslog / journald
     r"|[A-Za-z0-9][\w.-]*\s*\| ?"  # docker compose
     r"|\{\"log\":\"(?:\\t)?"  # docker's JSON log driver (the escaped tab of a stack frame included)
@@ -371,8 +375,14 @@ def _parse_json(text: str) -> Header | None:
         exc = next((v for v in rec.values() if isinstance(v, str) and "\n" in v
                     and (_JAVA_CLASS.match(v.lstrip()) or _SIMPLE_CLASS_RE.match(v.lstrip()))), None)
     if exc is None and isinstance(message, str) and "\n" in message.strip("\r\n"):
-        # one field holds the record's line and what was logged under it (its trace): read like a log's lines
-        message, _, exc = message.strip("\r\n").partition("\n")
+        # one field holds the record's line and what was logged under it (its trace): read like a log's lines; a
+        # field that starts with the exception itself (a pasted trace shipped as one document) is all trace
+        text = message.strip("\r\n")
+        head = text.split("\n", 1)[0].lstrip()
+        if _JAVA_CLASS.match(head) or _SIMPLE_CLASS_RE.match(head):
+            message, exc = "", text
+        else:
+            message, _, exc = text.partition("\n")
     if isinstance(exc, dict):  # log4j2 JsonLayout "thrown": {name, message, extendedStackTrace...}
         parts = [f"{exc.get('name', '')}: {exc.get('message', '')}".strip(": ")]
         exc = "\n".join(parts + [str(v) for k, v in exc.items() if k in ("extendedStackTrace", "stackTrace") and isinstance(v, str)])
