@@ -70,7 +70,8 @@ def test_a_reset_policy_that_skipped_deleted_records_is_a_warning_from_the_snaps
     assert f.runbook == SLUG and f.root_cause.slug == "retention-expired" and f.severity == "warning"
     assert f.details["resets"] == {"orders-0": "1843207 -> unknown", "orders-1": "1839950 -> unknown"}
     assert "taken 9 day(s)" in f.summary and "The reset hid the loss" in f.summary
-    assert [p.key for p in f.patches] == ["measure the lost records"]
+    assert [p.key for p in f.patches] == ["measure the lost records", "keep records longer than the longest outage"]
+    assert not f.patches[1].urgent
     assert "1843207 on orders-0" in f.patches[0].snippet
 
 

@@ -604,7 +604,12 @@ class KafkaOffsetOutOfRange(Detector):
             summary += self.say("retention unmeasured", snapshot=restore[1], age=_age(restore[2]), offsets=offsets)
             patches = [self.ops_patch("measure the lost records", self.say("measure"),
                                       snippet=self.say("measure snippet", servers=servers, topic=topic,
-                                                       offsets=offsets))]
+                                                       offsets=offsets)),
+                       self.ops_patch("keep records longer than the longest outage",
+                                      self.say("keep records longer",
+                                               resumed=self.say("resumed after", age=_age(restore[2]))),
+                                      snippet=self.say("retention snippet", servers=servers, topic=topic),
+                                      urgent=False)]
             return self.finding("retention-expired", summary, evidence, notes=notes, confidence=0.7,
                                 patches=patches, severity="warning", details=details)
         summary += self.say("unmeasured reset", offsets=offsets)
