@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from flink_runbooks.detectors.base import Detector
+from flink_runbooks.detectors.base import Detector, signature
 from flink_runbooks.evidence import dependencies
 from flink_runbooks.evidence.episodes import failure_events, is_excerpt
 from flink_runbooks.evidence.memory import oom
@@ -133,7 +133,7 @@ class ClassloadingConflict(Detector):
         r"Cannot load user class: ",
         r"ClassLoader info: |Class not resolvable through given classloader|Class was actually found in classloader",
         r"Trying to access closed classloader",
-        JOB_FINISHED.pattern,
+        signature(JOB_FINISHED),
         *dependencies.SIGNATURES,
     )
     wordings = (

@@ -12,7 +12,7 @@ import re
 from flink_runbooks.evidence.episodes import episodes, failure_events, first_fault, is_excerpt, is_secondary
 from flink_runbooks.evidence.faults import read_fault
 from flink_runbooks.model import Event, Finding, Incident, RootCause
-from flink_runbooks.detectors.base import Detector
+from flink_runbooks.detectors.base import Detector, signature
 from flink_runbooks.vocabulary.lifecycle import COORDINATOR_FAILOVER
 from flink_runbooks.vocabulary.wordings import Wording
 
@@ -72,7 +72,7 @@ class UnrecognisedFailure(Detector):
         r"FatalExitExceptionHandler|produced an uncaught exception|Fatal error occurred in",
         r"The program finished with the following exception|Job execution failed",
         _user_frame_signature(),
-        COORDINATOR_FAILOVER.pattern,
+        signature(COORDINATOR_FAILOVER),
     )
     wordings = (
         Wording("unrecognised-failure", r"Uncaught exception in the SplitEnumerator for Source .* Triggering job failover",
