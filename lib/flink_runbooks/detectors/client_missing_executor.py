@@ -261,7 +261,7 @@ class ClientMissingExecutor(Detector):
                 summary = self.say(cause, target=target, module=module,
                                    seen=self.say("module seen", jars=", ".join(classpath[:6])) if classpath else "",
                                    hadoop=self.say("hadoop") if module == "flink-yarn" else "")
-        elif module == "flink-clients" or (target is None and started_with_java):
+        elif module == "flink-clients" or (target is None and classpath is not None):
             clients_on_path = classpath is not None and any(CLIENTS_JAR.search(j) or DIST_JAR.search(j)
                                                             for j in classpath)
             if through_cli or clients_on_path:
@@ -270,7 +270,8 @@ class ClientMissingExecutor(Detector):
                 cause = "flink-clients-missing"
                 confirmed = (classpath is not None and any(FLINK_JAR.search(j) for j in classpath)) or (
                     listing["any"] and not listing["client executors"])
-                confidence = 0.9 if confirmed else 0.75
+                # the trace alone does not tell a missing flink-clients from a fat jar's lost service file
+                confidence = 0.9 if confirmed else 0.6
                 if classpath is not None:
                     seen = self.say("seen classpath", jars=", ".join(classpath[:8]))
                 elif listing["any"]:
