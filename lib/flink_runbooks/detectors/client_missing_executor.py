@@ -33,8 +33,6 @@ from flink_runbooks.vocabulary.wordings import Wording
 
 SLUG = "client-missing-executor"
 NO_EXECUTOR = re.compile(r"No ExecutorFactory found to execute the application")
-# DefaultExecutorServiceLoader (1.11 – 2.x, INFO): a factory in a service file whose classes are missing (NoClassDefFoundError).
-MISSING_DEPENDENCIES = re.compile(r"Could not load factory due to missing dependencies")
 TARGET_PROPERTY = re.compile(r"Loading configuration property: execution\.target, (?P<t>\S+)")
 TARGET_ARGUMENT = re.compile(r"(?:-D\s*execution\.target=|--target[= ]|\s-t\s+)(?P<t>[\w.-]+)")
 # a command line or an IDE's run line: the classpath it was given, or the jar started with java -jar
@@ -91,7 +89,6 @@ class ClientMissingExecutor(Detector):
                     + "`")
     signatures = (
         NO_EXECUTOR.pattern,
-        MISSING_DEPENDENCIES.pattern,
         r"Loading configuration property: execution\.target, ",
         r"execution\.target=|--target[= ]|\s-t\s+[\w-]+",
         r"\s-cp\s|\s-classpath\s|--class-path|\bjava\b.*\s-jar\s",
@@ -187,7 +184,6 @@ class ClientMissingExecutor(Detector):
         "note target": "execution.target = {target}",
         "note classpath": "the program's classpath",
         "note listing": "the job jar's listing",
-        "note missing dependencies": "a registered factory whose classes are missing",
         "add clients reason": "flink-clients registers the local and remote executors (META-INF/services/"
                               "org.apache.flink.core.execution.PipelineExecutorFactory). For the IDE keep it "
                               "provided and enable 'Add dependencies with \"provided\" scope to classpath' in the run "
@@ -222,8 +218,6 @@ class ClientMissingExecutor(Detector):
         add(event, self.say("note exception", target=target or "?"))
         if target_event is not None:
             add(target_event, self.say("note target", target=target))
-        missing_deps = next((ev for ev, _ in incident.find(MISSING_DEPENDENCIES)), None)
-        add(missing_deps, self.say("note missing dependencies"))
         details: dict = {"execution.target": target or "unknown",
                          "started": "flink CLI" if through_cli else "java (IDE, java -jar)" if started_with_java
                          else "unknown"}
