@@ -14,6 +14,9 @@ Two limits, on two sides, tell the causes apart by the exception's own wording:
   response … splitting and retrying … Error: MESSAGE_TOO_LARGE``); only a batch that cannot be split fails, so a
   failure after the splits means a single record is over the topic's limit.
 
+The same exception class thrown by a consumer (``… whose size is larger than the fetch size …``, brokers before
+0.10.1) is a source's fault, not this runbook's.
+
 Raising only the producer's limit when the broker's is the one exceeded changes nothing, and raising the producer's
 limit above the topic's moves the failure to the broker: every patch that raises one names the other.
 """
@@ -49,6 +52,8 @@ SPLIT = re.compile(r"Got error produce response in correlation id \d+ on topic-p
 SINK_PARTITION = re.compile(r"Failed to send data to Kafka (?P<tp>[\w.-]+?-(?:-1|\d+))@-?\d+ with")
 SQL_SINK = re.compile(r"org\.apache\.flink\.kafka\.shaded\.org\.apache\.kafka|KafkaDynamicSink|'connector'\s*=\s*'kafka'")
 LEGACY_SINK = re.compile(r"FlinkKafkaProducer|FlinkKafkaException")
+# Fetcher / FetchCollector (0.10.1 – 4.x): a consumer reading from a broker before 0.10.1; a source's fault, not a sink's
+FETCH_TOO_LARGE = re.compile(r"whose size is larger than the fetch size \d+ and hence cannot be returned")
 
 BROKER_DEFAULT = 1048588  # message.max.bytes (Kafka 0.11 – 4.x): 1 MiB + 12 bytes of record batch overhead
 CLIENT_DEFAULT = 1048576  # max.request.size
@@ -206,16 +211,20 @@ class KafkaRecordTooLarge(Detector):
         sql = self._sql(incident)
         evidence, notes, add = evidence_trail()
         partitions = sorted({m["tp"] for _, m in splits})
-        partition = next((m["tp"] for _, m in incident.find(SINK_PARTITION) if not m["tp"].endswith("--1")), None)
+        sink_partitions = [m["tp"] for _, m in incident.find(SINK_PARTITION)]
+        # "<topic>--1": the client refused the record before a partition was chosen
+        partition = next((tp for tp in sink_partitions if not tp.endswith("--1")), None)
         partition = partition or (partitions[0] if partitions else None)
-        topic = partition.rsplit("-", 1)[0] if partition else None
-        if topic and topic.endswith("-"):  # "<topic>--1": the partition was not chosen yet
-            topic = topic[:-1]
+        named = partition or (sink_partitions[0] if sink_partitions else None)
+        topic = named.removesuffix("--1").rsplit("-", 1)[0] if named and not named.endswith("--1") else (
+            named.removesuffix("--1") if named else None)
         servers = values.get("bootstrap.servers", "").strip("[]").split(",")[0].strip() or "<bootstrap servers>"
         details: dict = {"sink": "Kafka SQL connector" if sql else "FlinkKafkaProducer (legacy)" if self._legacy(
             incident) else "KafkaSink"}
         if partition:
             details["partition"] = partition
+        if topic:
+            details["topic"] = topic
         for key in ("max.request.size", "batch.size", "compression.type", "buffer.memory"):
             if key in values:
                 details[f"producer {key}"] = values[key]
@@ -242,7 +251,7 @@ class KafkaRecordTooLarge(Detector):
         if limit is not None:
             details["limit"] = limit
 
-        where = self.say("where", partition=partition) if partition else ""
+        where = self.say("where", partition=partition or topic) if partition or topic else ""
         summary = self.say("head", where=where, what=what)
         confidence = 0.9
         if kind in ("client", "old client"):
@@ -285,7 +294,7 @@ class KafkaRecordTooLarge(Detector):
             if found:
                 found.sort(key=lambda h: (not h[0].chain, h[0].ts or "", h[0].line))
                 return found[0][0], kind, found[0][1]
-        bare = [ev for ev, _ in incident.find(r"RecordTooLargeException")]
+        bare = [ev for ev, _ in incident.find(r"RecordTooLargeException") if not FETCH_TOO_LARGE.search(ev.text)]
         return (bare[0], "unknown", None) if bare else None
 
     def _what(self, kind: str, size: int | None, limit: int | None) -> str:
