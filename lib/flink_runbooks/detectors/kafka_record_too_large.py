@@ -85,7 +85,6 @@ class KafkaRecordTooLarge(Detector):
         r"RecordTooLargeException",
         r"ProducerConfig values:",
         r"^\s*(?:max\.request\.size|batch\.size|buffer\.memory|compression\.type|bootstrap\.servers|linger\.ms) = ",
-        r"'connector'\s*=\s*'kafka'",
     )
     wordings = (
         Wording(SLUG, signature(CLIENT_LIMIT), "1.15 – 2.x",
@@ -166,7 +165,6 @@ class KafkaRecordTooLarge(Detector):
                                    "but a single record over the topic's limit will fail the sink.",
         "undetermined": "A RecordTooLargeException was thrown, but its message does not say which limit.",
         "excerpt": " This is an excerpt: the producer's settings and the topic are not in it.",
-        "client setting": "max.request.size = {value} ({source})",
         "note failure": "the record too large: {what}",
         "note split": "the broker refused a batch; the producer split it",
         "note config": "the producer's settings",
