@@ -130,3 +130,6 @@ def test_the_older_wording_of_a_dataset_program_in_flink_1_11():
              "\tat com.acme.batch.WordCount.main(WordCount.java:31)"]
     [f] = _detect(lines, version="1.11.4")
     assert f.root_cause.slug == "flink-clients-missing" and f.details["execution.target"] == "local"
+    add = next(p for p in f.patches if p.key == "add flink-clients")
+    # before 1.15 the module's artifact carries the Scala version
+    assert "<artifactId>flink-clients_${scala.binary.version}</artifactId>" in add.snippet

@@ -404,6 +404,10 @@ _SHADE_SNIPPET = """<plugin>
 
 
 def _dependency(artifact: str, version: str, scope: str) -> str:
+    """A Maven dependency on a Flink module; before 1.15 the client modules carried a Scala suffix."""
+    release = tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+    if len(release) == 2 and release < (1, 15):
+        artifact += "_${scala.binary.version}"
     return (f"<dependency>\n  <groupId>org.apache.flink</groupId>\n  <artifactId>{artifact}</artifactId>\n"
             f"  <version>{version}</version>\n  <scope>{scope}</scope>\n</dependency>")
 
