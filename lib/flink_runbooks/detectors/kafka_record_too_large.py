@@ -196,7 +196,7 @@ class KafkaRecordTooLarge(Detector):
                     "help the producer's own max.request.size check, which counts the uncompressed size.",
         "smaller batches": "Batches of batch.size {current} are larger than the topic accepts; keep batch.size "
                            "below the topic's max.message.bytes so the broker does not refuse and split them.",
-        "unknown size": "an unknown size",
+        "unknown size": "this size",
     }
 
     def detect(self, incident: Incident) -> list[Finding]:
