@@ -49,6 +49,11 @@ def test_genuine_target_whose_module_is_not_on_the_classpath(spark):
     assert "<artifactId>flink-yarn</artifactId>" in module.snippet and "HADOOP_CLASSPATH" in module.snippet
     # flink-clients is there: adding it again fixes nothing
     assert not any(p.key == "add flink-clients" for p in primary.patches)
+    k8s = _diagnose("target-kubernetes-session-without-flink-kubernetes-2.3", spark).primary
+    assert (k8s.root_cause.slug, k8s.details["execution.target"]) == ("target-module-missing", "kubernetes-session")
+    module = next(p for p in k8s.patches if p.key == "add the executor's module")
+    assert "<artifactId>flink-kubernetes</artifactId>" in module.snippet and "<version>2.3.0</version>" in module.snippet
+    assert "HADOOP_CLASSPATH" not in module.snippet
 
 
 def test_genuine_fat_jar_whose_service_file_was_overwritten(spark):

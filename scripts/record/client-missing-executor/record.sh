@@ -7,6 +7,7 @@
 #   no-clients     the classpath has no flink-clients: getExecutionEnvironment() runs locally, no executor
 #   target-yarn    flink-clients is there, the program loads a configuration with execution.target: yarn-per-job
 #                  (as the cluster's flink-conf.yaml says) and flink-yarn is not on the classpath
+#   target-k8s     the same with execution.target: kubernetes-session and without flink-kubernetes
 #   shaded         a fat jar with flink-clients and flink-yarn shaded in without merging service files: its
 #                  META-INF/services/...PipelineExecutorFactory is flink-yarn's alone; `jar tf` and the service file
 #                  are saved next to the output, as a user attaches them
@@ -50,8 +51,8 @@ run_java() {  # run_java <classpath> [program args]: the console output into cli
 case "$SCENARIO" in
   no-clients)
     run_java "$CLASSES:$W/resources:$NO_CLIENTS:$LOG4J" ;;
-  target-yarn)
-    conf "execution.target: yarn-per-job"
+  target-yarn|target-k8s)
+    if [ "$SCENARIO" = target-yarn ]; then conf "execution.target: yarn-per-job"; else conf "execution.target: kubernetes-session"; fi
     run_java "$CLASSES:$W/resources:$NO_CLIENTS:$CLIENTS:$LOG4J" --conf-dir conf ;;
   shaded)
     FAT=$RUN/job/order-count-1.0.jar
@@ -73,7 +74,7 @@ case "$SCENARIO" in
     submit -t yarn-per-job -c com.acme.orders.OrderCountJob "$JAR" ;;
 esac
 collect "$DEST"
-# a program started with java reads no Flink configuration unless it loads one (target-yarn)
+# a program started with java reads no Flink configuration unless it loads one (target-yarn, target-k8s)
 case "$SCENARIO" in no-clients|shaded|ok) rm -f "$DEST/$CONF_NAME" ;; esac
 [ -f "$RUN/job-jar-listing.txt" ] && cp "$RUN/job-jar-listing.txt" "$DEST/"
 rm -rf "$DEST/log" 2>/dev/null; [ -d "$RUN/log" ] && [ -n "$(ls "$RUN/log")" ] && { mkdir -p "$DEST/log"; cp "$RUN"/log/* "$DEST/log/"; sed -i -e "s#$RUN#/data/flink/$NAME#g" -e "s#$FH#/opt/flink#g" -e "s#$FLINK_LAB#/opt#g" "$DEST"/log/*; }
