@@ -224,6 +224,9 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
         "without time stamps across the two files the job's recovery from the NullPointerException before the restore "
         "does not show, so that failure (user-code-exception, undetermined at 0.40) ranks before the corrupt local "
         "state the restore fell back from (still reported, local-state-corrupt at 0.70)",
+    ("client-missing-executor/near-miss-yarn-executor-without-hadoop-1.20", "truncated"):
+        "the first eight lines are the CLI's ProgramInvocationException and CliFrontend frames: the program's main() "
+        "frame that makes it the job's own exception is cut off, so it is reported as thrown by Flink",
 }
 
 
