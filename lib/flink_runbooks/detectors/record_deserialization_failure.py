@@ -162,7 +162,9 @@ class RecordDeserializationFailure(Detector):
                   "({\"schema\": ..., \"payload\": ...}), and the table reads it with 'debezium-json.schema-include' "
                   "off, so Flink finds no 'op', 'before' or 'after' at the top.",
                   "'Corrupt Debezium JSON message' quoting a record that starts with {\"schema\":.",
-                  patches=("code:debezium-json.schema-include", _FIND)),
+                  patches=("code:debezium-json.schema-include",),
+                  would_change="A record without the envelope failing the same way (then a record Debezium did not "
+                               "write: malformed-record)."),
         RootCause("not-schema-registry-framed",
                   "The record was read with Confluent's schema-registry deserializer (avro-confluent) but does not "
                   "start with the magic byte 0x00 and a schema id: a producer wrote plain Avro, JSON or text into the "
@@ -214,6 +216,7 @@ class RecordDeserializationFailure(Detector):
         "excerpt": "From an excerpt: whether every restart failed on the same record is unknown.",
         "note failure": "{fmt}: {message}",
         "note again": "attempt {number}: the same record again",
+        "note same failure": "attempt {number}: the same failure again",
         "schema include": "Reads Debezium's JSON with the schema envelope Kafka Connect's JsonConverter wrote "
                           "(value.converter.schemas.enable=true); or turn the envelope off in the connector.",
         "check magic byte": "A record read with avro-confluent must start with 0x00 and the schema id; look at this "
@@ -295,7 +298,8 @@ class RecordDeserializationFailure(Detector):
         evidence = [first.event] + [r.event for r in same[:3]]
         notes = {0: self.say("note failure", fmt=first.fmt, message=first.message[:200])}
         for i in range(1, len(evidence)):
-            notes[i] = self.say("note again", number=i + 1)
+            located = first.record is not None or bool(first.kafka)
+            notes[i] = self.say("note again" if located else "note same failure", number=i + 1)
         confidence = {"undetermined": 0.4}.get(cause, 0.9 if attempts > 1 or first.record else 0.8)
         if excerpt:
             confidence = min(confidence, 0.6 if cause != "undetermined" else 0.4)
@@ -336,7 +340,7 @@ class RecordDeserializationFailure(Detector):
             out.append(self.code_patch("skip unparsable records with the format's ignore-parse-errors",
                                        f"'{key}' = 'true'   -- drops every record that does not parse, silently",
                                        self.say("skip", key=key, fmt=first.fmt, debug=debug)))
-        if cause != "not-schema-registry-framed":
+        if cause in ("malformed-record", "undetermined"):
             where = self.say("where offset", **first.kafka) if first.kafka else self.say("where none")
             reason = self.say("find undetermined") if cause == "undetermined" else self.say("find record", where=where)
             out.append(self.ops_patch("find the record at its offset or line", reason))
