@@ -136,7 +136,7 @@ class RecordDeserializationFailure(Detector):
                 "org.apache.flink.formats.csv.CsvRowDataDeserializationSchema, RowCsvInputFormat (checked in 1.11.4, "
                 "1.20.3 and 2.3.0)",
                 "Caused by: java.io.IOException: Failed to deserialize CSV row '101043,c-07,n/a'."),
-        Wording(SLUG, r"Failed to deserialize Avro record\.", "2.x (checked in 2.3.0)",
+        Wording(SLUG, r"Failed to deserialize Avro record\.", "2.3 – 2.x",
                 "org.apache.flink.formats.avro.AvroRowDeserializationSchema (checked in the copy flink-python 2.3.0 "
                 "ships; flink-avro's jars are not at hand)",
                 "Caused by: java.io.IOException: Failed to deserialize Avro record."),
@@ -148,10 +148,11 @@ class RecordDeserializationFailure(Detector):
                 "org.apache.flink.formats.csv.CsvToRowDataConverters, org.apache.flink.formats.json."
                 "JsonToRowDataConverters (checked in 1.20.3 and 2.3.0; absent from 1.11.4)",
                 "Caused by: java.lang.RuntimeException: Fail to deserialize at field: amount."),
-        Wording(SLUG, r"Unknown magic byte!", "Confluent serializers 5.x – 8.x",
-                "io.confluent.kafka.serializers.AbstractKafkaSchemaSerDe.getByteBuffer (SchemaId.fromBytes since 8.0)",
+        Wording(SLUG, r"Unknown magic byte!", "1.12 – 2.x",
+                "io.confluent.kafka.serializers.AbstractKafkaSchemaSerDe.getByteBuffer (SchemaId.fromBytes since 8.0; "
+                "checked in Confluent's serializers 5.0.0 – 8.1.0) under the Kafka source",
                 "Caused by: org.apache.kafka.common.errors.SerializationException: Unknown magic byte!"),
-        Wording(SLUG, r"Failed to deserialize consumer record due to", "1.12 – 2.x (flink-connector-kafka)",
+        Wording(SLUG, r"Failed to deserialize consumer record due to", "1.12 – 2.x",
                 "org.apache.flink.connector.kafka.source.reader.KafkaRecordEmitter (KafkaPartitionSplitReader before "
                 "1.15; checked in flink-connector-kafka 3.0.0 – 5.0.0)",
                 "Caused by: java.io.IOException: Failed to deserialize consumer record due to"),
