@@ -26,7 +26,7 @@ def test_genuine_cut_off_json_line_names_format_source_and_record(spark):
     assert primary.details["format"] == "json"
     assert primary.details["source"] == "order_feed"
     assert primary.details["record"] == '{"order_id": 101043, "customer": "c-07", "amount": 1'
-    assert primary.details["attempts failing on the same record"] == 3
+    assert primary.details["attempts with the same failure"] == 3
     assert "Failed to deserialize JSON" in primary.evidence[0].text
 
 
@@ -52,6 +52,8 @@ def test_genuine_csv_file_reader_names_the_column_when_it_quotes_no_record(spark
     assert (primary.details["format"], primary.details["column"]) == ("csv", "amount")
     assert primary.details["record"] == "not quoted in the message"
     assert any(p.snippet and p.snippet.startswith("'csv.ignore-parse-errors'") for p in primary.patches)
+    dead = next(p for p in primary.patches if "dead letters" in p.key)
+    assert "TRY_CAST(SPLIT_INDEX(payload" in dead.snippet and "JSON_VALUE" not in dead.snippet
 
 
 def test_near_miss_job_that_skips_the_bad_line_is_no_finding(spark):

@@ -62,19 +62,32 @@ _DEAD_LETTER = "code:read the payload with the raw format and parse it in SQL (d
 _SKIP = "code:skip unparsable records with the format's ignore-parse-errors"
 _FIND = "ops:find the record at its offset or line"
 
-RAW_DEAD_LETTER_SNIPPET = """\
+RAW_TABLE = """\
 -- Read the bytes as they are, parse them in SQL and keep what does not parse (a dead-letter table):
 CREATE TABLE {table}_raw (payload STRING) WITH ({connection}'format' = 'raw');
--- rows that parse go on; JSON_VALUE(..) returns NULL (not an error) on a malformed payload
-INSERT INTO {table}_parsed
-SELECT CAST(JSON_VALUE(payload, '$.order_id') AS BIGINT), JSON_VALUE(payload, '$.customer'),
-       CAST(JSON_VALUE(payload, '$.amount') AS DECIMAL(10, 2))
-FROM {table}_raw WHERE JSON_VALUE(payload, '$.order_id') IS NOT NULL;
-INSERT INTO {table}_dead_letters SELECT payload FROM {table}_raw WHERE JSON_VALUE(payload, '$.order_id') IS NULL;
+"""
+# Per format, the parse in SQL that yields NULL instead of failing on a malformed payload.
+SQL_PARSE = {
+    "json": """\
+CREATE TEMPORARY VIEW {table}_parsed AS
+SELECT payload, JSON_VALUE(payload, '$.order_id' RETURNING BIGINT) AS order_id,   -- your columns
+       JSON_VALUE(payload, '$.amount' RETURNING DECIMAL(10, 2)) AS amount
+FROM {table}_raw;   -- JSON_VALUE returns NULL for a payload or a value that does not parse
+INSERT INTO {table}_dead_letters SELECT payload FROM {table}_parsed WHERE NOT (payload IS JSON) OR order_id IS NULL;
+""",
+    "csv": """\
+CREATE TEMPORARY VIEW {table}_parsed AS
+SELECT payload, TRY_CAST(SPLIT_INDEX(payload, ',', 0) AS BIGINT) AS order_id,   -- your columns
+       TRY_CAST(SPLIT_INDEX(payload, ',', 2) AS DECIMAL(10, 2)) AS amount
+FROM {table}_raw;   -- TRY_CAST (Flink >= 1.15) returns NULL for a value that does not fit
+INSERT INTO {table}_dead_letters SELECT payload FROM {table}_parsed WHERE order_id IS NULL OR amount IS NULL;
+""",
+}
+DATASTREAM_DEAD_LETTER = """\
 // DataStream: a DeserializationSchema that never throws, and a side output for what it could not read
-public void deserialize(byte[] bytes, Collector<Order> out) {{
-    try {{ out.collect(parse(bytes)); }} catch (Exception e) {{ out.collect(Order.deadLetter(bytes, e)); }}
-}}   // then route Order.isDeadLetter() to an OutputTag in a ProcessFunction and sink it"""
+public void deserialize(byte[] bytes, Collector<Order> out) {
+    try { out.collect(parse(bytes)); } catch (Exception e) { out.collect(Order.deadLetter(bytes, e)); }
+}   // then route Order.isDeadLetter() to an OutputTag in a ProcessFunction and sink it"""
 
 MAGIC_BYTE_SNIPPET = """\
 # The first byte of a schema-registry record is 0x00, the next four the schema id (big-endian):
@@ -197,9 +210,9 @@ class RecordDeserializationFailure(Detector):
         "a source": "A source",
         "format": " in the {fmt} format",
         "attempts": " in {count} attempts",
-        "the record": " The record: {record}",
-        "the field": " The value of its column {field} does not fit the column's type.",
-        "kafka position": " It is the record at offset {offset} of {topic}-{partition}.",
+        "the record": "The record: {record}",
+        "the field": "The value of its column {field} does not fit the column's type.",
+        "kafka position": "It is the record at offset {offset} of {topic}-{partition}.",
         "debezium-schema-envelope": "It starts with {{\"schema\": Kafka Connect's JsonConverter wrote the schema "
                                     "envelope (value.converter.schemas.enable=true) and the table reads it with "
                                     "'{key}' off.",
@@ -290,7 +303,7 @@ class RecordDeserializationFailure(Detector):
             "column": first.field or "not named",
             "failure": first.message[:300],
             "deepest cause": first.cause[:300],
-            "attempts failing on the same record": attempts,
+            "attempts with the same failure": attempts,
         }
         if first.kafka:
             details["kafka record"] = first.kafka
@@ -331,9 +344,10 @@ class RecordDeserializationFailure(Detector):
         if cause in ("not-schema-registry-framed", "malformed-record"):
             connection = "'connector' = 'kafka', 'topic' = '…', …, " if first.wrapped_by_kafka else \
                 "'connector' = 'filesystem', 'path' = '…', "
+            sql = RAW_TABLE + SQL_PARSE.get(first.fmt, "") if first.fmt in SQL_PARSE else ""
+            snippet = sql.format(table=table, connection=connection) + DATASTREAM_DEAD_LETTER
             out.append(self.code_patch("read the payload with the raw format and parse it in SQL (dead letters)",
-                                       RAW_DEAD_LETTER_SNIPPET.format(table=table, connection=connection),
-                                       self.say("dead letters")))
+                                       snippet, self.say("dead letters")))
         if cause == "malformed-record" and first.fmt in SKIPPABLE:
             key = _option_key(incident, first.fmt, "ignore-parse-errors")
             debug = self.say("skip debug") if first.fmt == "json" and (incident.version_tuple or (0,)) >= (2, 3) \

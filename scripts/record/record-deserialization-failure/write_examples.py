@@ -16,7 +16,7 @@ GRAPH = "org.apache.flink.runtime.executiongraph.ExecutionGraph      "
 DIST = "~[flink-dist-1.20.3.jar:1.20.3]"
 KAFKA_JAR = "~[flink-sql-connector-kafka-3.3.0-1.20.jar:3.3.0-1.20]"
 TASK_THREAD = [
-    f"\tat org.apache.flink.connector.base.source.reader.SourceReaderBase.pollNext(SourceReaderBase.java:203) ~[flink-connector-files-1.20.3.jar:1.20.3]",
+    "\tat org.apache.flink.connector.base.source.reader.SourceReaderBase.pollNext(SourceReaderBase.java:203) ~[flink-connector-files-1.20.3.jar:1.20.3]",
     f"\tat org.apache.flink.streaming.api.operators.SourceOperator.emitNext(SourceOperator.java:443) {DIST}",
     f"\tat org.apache.flink.streaming.runtime.io.StreamTaskSourceInput.emitNext(StreamTaskSourceInput.java:68) {DIST}",
     f"\tat org.apache.flink.streaming.runtime.io.StreamOneInputProcessor.processInput(StreamOneInputProcessor.java:65) {DIST}",
