@@ -121,3 +121,31 @@ def test_a_job_of_user_code_throwing_a_parse_error_is_not_this_runbook():
         "java.lang.NumberFormatException: For input string: \"n/a\"",
         "\tat com.acme.orders.OrdersJob$ParseAmount.map(OrdersJob.java:108) ~[?:?]"])
     assert _detect(text) == []
+
+
+def _debezium(record: str, *causes: str) -> str:
+    return _kafka_trace(f"Caused by: java.io.IOException: Corrupt Debezium JSON message '{record}'.",
+                        "\tat org.apache.flink.formats.json.debezium.DebeziumJsonDeserializationSchema.deserialize("
+                        "DebeziumJsonDeserializationSchema.java:184) ~[flink-json-1.20.3.jar:1.20.3]", *causes)
+
+
+def test_update_without_before_image_asks_for_replica_identity_full_on_the_captured_table():
+    record = ('{"before":null,"after":{"id":7,"status":"SHIPPED"},"source":{"connector":"postgresql","db":"shop",'
+              '"schema":"public","table":"orders"},"op":"u"}')
+    [finding] = _detect(_debezium(record, 'Caused by: java.lang.IllegalStateException: The "before" field of UPDATE '
+                                  'message is null, if you are using Debezium Postgres Connector, please check the '
+                                  'Postgres table has been set REPLICA IDENTITY to FULL level.'))
+    assert finding.root_cause.slug == "replica-identity-not-full"
+    fix = next(p for p in finding.patches if p.key == "set the table's replica identity to FULL")
+    assert fix.snippet.startswith("ALTER TABLE public.orders REPLICA IDENTITY FULL;")
+
+
+def test_truncate_event_is_an_unsupported_change_type_not_a_malformed_record():
+    record = '{"before":null,"after":null,"source":{"schema":"public","table":"orders"},"op":"t"}'
+    [finding] = _detect(_debezium(record, 'Caused by: java.io.IOException: Unknown "op" value "t". The Debezium JSON '
+                                  f"message is '{record}'"))
+    assert finding.root_cause.slug == "unsupported-change-type"
+    assert '"t"' in finding.summary and "truncate" in finding.summary
+    keys = {p.key: p for p in finding.patches}
+    assert keys["skip the change type at the capture"].snippet.startswith("skipped.operations=t")
+    assert "WITHOUT A WORD" in keys["skip unparsable records with the format's ignore-parse-errors"].reason

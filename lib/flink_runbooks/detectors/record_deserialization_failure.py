@@ -8,6 +8,9 @@ bare, from the parser's package), the source from the failing task, the record f
 the consumer record's topic, partition and offset. Causes:
 - ``debezium-schema-envelope``: a Debezium JSON record that starts with ``{"schema":`` read with
   'debezium-json.schema-include' off: Kafka Connect's JSON converter wrote the schema envelope into every record.
+- ``replica-identity-not-full``: Flink's 'The "before" field of UPDATE message is null ... REPLICA IDENTITY to
+  FULL': a Postgres table captured without the old rows' images.
+- ``unsupported-change-type``: 'Unknown "op" value "t"': a change type the CDC format does not know (a truncate).
 - ``not-schema-registry-framed``: Confluent's deserializer found no magic byte (0x00) and schema id in front of
   the record: its producer wrote plain Avro, JSON or text, or the key is read with the value's format.
 - ``malformed-record``: the record does not parse in the table's format (cut off, a value that does not fit its
@@ -33,7 +36,7 @@ FORMAT_MESSAGES = (
     ("csv", re.compile(r"Failed to deserialize CSV row(?: '(?P<record>.*)'\.?|\.)")),
     ("avro", re.compile(r"Failed to deserialize Avro record\.")),
     ("cdc", re.compile(r"Corrupt (?P<cdc>Debezium|Canal|Maxwell|Ogg) JSON message '(?P<record>.*)'\.?")),
-    ("cdc", re.compile(r"Unknown \"(?:op|type|op_type)\" value \"[^\"]*\"\. The (?P<cdc>Debezium|Canal|Maxwell|Ogg) "
+    ("cdc", re.compile(r"Unknown \"(?:op|type|op_type)\" value \"(?P<op>[^\"]*)\"\. The (?P<cdc>Debezium|Canal|Maxwell|Ogg) "
                        r"JSON message is '(?P<record>.*)'")),
     ("avro-confluent", re.compile(r"Unknown magic byte!")),
 )
@@ -51,6 +54,10 @@ PARSER_PACKAGES = (("json", re.compile(r"(?:^|\.)com\.fasterxml\.jackson\.(?:cor
 # "Source: order_feed[1] (1/1)#0", "Source: Kafka Source -> Map (2/4)", "TableSourceScan(table=[[cat, db, orders]]"
 SOURCE_TASK = re.compile(r"(?:Source: (?P<name>[^(\[]+?)(?:\[\d+\])?(?: ->.*?)? \(\d+/\d+\)|"
                          r"TableSourceScan\(table=\[\[(?:[^\]]*?, )?(?P<table>[^\],]+)\]\])")
+# DebeziumJsonDeserializationSchema's REPLICA_IDENTITY_EXCEPTION (checked in 1.11.4, 1.20.3 and 2.3.0).
+NO_BEFORE_IMAGE = re.compile(r"The \"before\" field of (?P<kind>UPDATE|DELETE) message is null, if you are using "
+                             r"Debezium Postgres Connector")
+CAPTURED_TABLE = re.compile(r"\"schema\":\"(?P<schema>[^\"]+)\",\"table\":\"(?P<table>[^\"]+)\"")
 SCHEMA_ENVELOPE = re.compile(r"^\s*\{\s*\"schema\"\s*:")
 # The formats that declare '<format>.ignore-parse-errors' (JsonFormatOptions / CsvFormatOptions, the CDC formats
 # reuse the JSON one): json, csv, debezium-json and canal-json checked in 1.11.4, 1.20.3 and 2.3.0, maxwell-json and
@@ -110,6 +117,8 @@ class Reading:
     wrapped_by_kafka: bool
     cause: str  # the deepest cause, "Class: message"
     field: str | None  # the column whose value did not fit
+    op: str | None = None  # a change type the CDC format does not know ("t": a truncate)
+    no_before_image: str | None = None  # UPDATE / DELETE: a Debezium change without its before image
 
 
 class RecordDeserializationFailure(Detector):
@@ -137,6 +146,7 @@ class RecordDeserializationFailure(Detector):
         r"Unknown magic byte!",
         r"Failed to deserialize consumer record",
         r"Fail to deserialize at field: ",
+        r"The \"before\" field of \w+ message is null",
         r"'value\.format'\s*=\s*'",
     )
     wordings = (
@@ -161,6 +171,12 @@ class RecordDeserializationFailure(Detector):
                 "org.apache.flink.formats.csv.CsvToRowDataConverters, org.apache.flink.formats.json."
                 "JsonToRowDataConverters (checked in 1.20.3 and 2.3.0; absent from 1.11.4)",
                 "Caused by: java.lang.RuntimeException: Fail to deserialize at field: amount."),
+        Wording(SLUG, r"The \"before\" field of \w+ message is null, if you are using Debezium Postgres Connector",
+                "1.11 – 2.x", "org.apache.flink.formats.json.debezium.DebeziumJsonDeserializationSchema."
+                "REPLICA_IDENTITY_EXCEPTION (checked in 1.11.4, 1.20.3 and 2.3.0)",
+                "Caused by: java.lang.IllegalStateException: The \"before\" field of UPDATE message is null, if you "
+                "are using Debezium Postgres Connector, please check the Postgres table has been set REPLICA "
+                "IDENTITY to FULL level."),
         Wording(SLUG, r"Unknown magic byte!", "1.12 – 2.x",
                 "io.confluent.kafka.serializers.AbstractKafkaSchemaSerDe.getByteBuffer (SchemaId.fromBytes since 8.0; "
                 "checked in Confluent's serializers 5.0.0 – 8.1.0) under the Kafka source",
@@ -179,6 +195,20 @@ class RecordDeserializationFailure(Detector):
                   patches=("code:debezium-json.schema-include",),
                   would_change="A record without the envelope failing the same way (then a record Debezium did not "
                                "write: malformed-record)."),
+        RootCause("replica-identity-not-full",
+                  "A Postgres table captured by Debezium without REPLICA IDENTITY FULL: its UPDATE and DELETE "
+                  "changes carry no before image, which the debezium-json format needs to retract the old row.",
+                  "Flink's 'The \"before\" field of UPDATE (or DELETE) message is null ... REPLICA IDENTITY to FULL' "
+                  "under 'Corrupt Debezium JSON message'.",
+                  patches=("ops:set the table's replica identity to FULL", _SKIP),
+                  would_change="A change with its before image failing the same way (then the record itself: "
+                               "malformed-record)."),
+        RootCause("unsupported-change-type",
+                  "The change stream carries an event type the CDC format does not turn into rows (Debezium's "
+                  "truncate 't' or message 'm'): every such event fails the source.",
+                  "'Unknown \"op\" value \"t\". The Debezium JSON message is ...' (or Canal's, Maxwell's, Ogg's "
+                  "'type' / 'op_type').",
+                  patches=("ops:skip the change type at the capture", _SKIP)),
         RootCause("not-schema-registry-framed",
                   "The record was read with Confluent's schema-registry deserializer (avro-confluent) but does not "
                   "start with the magic byte 0x00 and a schema id: a producer wrote plain Avro, JSON or text into the "
@@ -216,6 +246,16 @@ class RecordDeserializationFailure(Detector):
         "debezium-schema-envelope": "It starts with {{\"schema\": Kafka Connect's JsonConverter wrote the schema "
                                     "envelope (value.converter.schemas.enable=true) and the table reads it with "
                                     "'{key}' off.",
+        "replica-identity-not-full": "An {kind} change of {table} arrived without its before image: Postgres "
+                                     "logs only the key of old rows unless the table's REPLICA IDENTITY is FULL, "
+                                     "and the debezium-json format needs the whole old row.",
+        "unsupported-change-type": "The change type \"{op}\" is one the {fmt} format does not turn into rows "
+                                   "(\"t\" is a truncate, \"m\" a logical-decoding message): every such event "
+                                   "fails the source, whatever its content.",
+        "replica identity": "Makes Postgres log the whole old row of every UPDATE and DELETE of {table}. Changes "
+                            "already in the topic stay without it: skip them or move the source past them once.",
+        "skip change type": "Debezium skips the change types in 'skipped.operations' before they reach the topic "
+                            "('t', truncates, is the default since Debezium 2.0; 'none' sends them).",
         "not-schema-registry-framed": "Confluent's deserializer found no magic byte: a schema-registry record starts "
                                       "with the byte 0x00 and a 4-byte schema id. A producer wrote this record "
                                       "without the registry's serializer (plain Avro, JSON or a string), or the "
@@ -267,6 +307,10 @@ class RecordDeserializationFailure(Detector):
         excerpt = is_excerpt(incident)
         if first.fmt == "debezium-json" and first.record and SCHEMA_ENVELOPE.search(first.record):
             cause = "debezium-schema-envelope"
+        elif first.fmt == "debezium-json" and first.no_before_image:
+            cause = "replica-identity-not-full"
+        elif first.op is not None:
+            cause = "unsupported-change-type"
         elif first.fmt == "avro-confluent":
             cause = "not-schema-registry-framed"
         elif first.fmt != "unknown":
@@ -287,6 +331,10 @@ class RecordDeserializationFailure(Detector):
         key = _option_key(incident, first.fmt, "schema-include")
         if cause == "debezium-schema-envelope":
             parts.append(self.say(cause, key=key))
+        elif cause == "replica-identity-not-full":
+            parts.append(self.say(cause, kind=first.no_before_image, table=_captured_table(first.record)))
+        elif cause == "unsupported-change-type":
+            parts.append(self.say(cause, op=first.op, fmt=first.fmt))
         elif cause == "malformed-record":
             parts.append(self.say(cause, fmt=first.fmt,
                                   position=self.say("position offset" if first.wrapped_by_kafka else "position line")))
@@ -337,6 +385,16 @@ class RecordDeserializationFailure(Detector):
         if cause == "debezium-schema-envelope":
             key = _option_key(incident, first.fmt, "schema-include")
             out.append(self.code_patch("debezium-json.schema-include", f"'{key}' = 'true'", self.say("schema include")))
+        if cause == "replica-identity-not-full":
+            m = CAPTURED_TABLE.search(first.record or "")
+            name = f"{m['schema']}.{m['table']}" if m else "<schema>.<table>"
+            out.append(self.ops_patch("set the table's replica identity to FULL",
+                                      self.say("replica identity", table=name),
+                                      snippet=f"ALTER TABLE {name} REPLICA IDENTITY FULL;   -- in Postgres"))
+        if cause == "unsupported-change-type" and first.fmt == "debezium-json":
+            out.append(self.ops_patch("skip the change type at the capture", self.say("skip change type"),
+                                      snippet=f"skipped.operations={first.op}   # the Debezium connector's "
+                                              "configuration ('t' by default since Debezium 2.0)"))
         if cause == "not-schema-registry-framed":
             k = first.kafka or {"topic": "<topic>", "partition": "<partition>", "offset": "<offset>"}
             out.append(self.ops_patch("check the record's first bytes and its producer", self.say("check magic byte"),
@@ -348,7 +406,8 @@ class RecordDeserializationFailure(Detector):
             snippet = sql.format(table=table, connection=connection) + DATASTREAM_DEAD_LETTER
             out.append(self.code_patch("read the payload with the raw format and parse it in SQL (dead letters)",
                                        snippet, self.say("dead letters")))
-        if cause == "malformed-record" and first.fmt in SKIPPABLE:
+        if cause in ("malformed-record", "replica-identity-not-full", "unsupported-change-type") \
+                and first.fmt in SKIPPABLE:
             key = _option_key(incident, first.fmt, "ignore-parse-errors")
             debug = self.say("skip debug") if first.fmt == "json" and (incident.version_tuple or (0,)) >= (2, 3) \
                 else self.say("skip none")
@@ -368,8 +427,12 @@ def _reading(ev: Event) -> Reading | None:
     deepest = f"{causes[-1].cls}: {causes[-1].message}" if causes else ev.message
     kafka: dict[str, str] = {}
     wrapped = False
-    fmt, message, record, field = None, None, None, None
+    fmt, message, record, field, op, no_before = None, None, None, None, None, None
     for text in texts:
+        m = NO_BEFORE_IMAGE.search(text)
+        if m:
+            no_before = m["kind"]
+            continue
         m = KAFKA_WRAPPER.search(text)
         if m:
             wrapped = True
@@ -387,6 +450,7 @@ def _reading(ev: Event) -> Reading | None:
                 continue
             if name == "cdc":
                 name = m["cdc"].lower() + "-json"
+                op = op or m.groupdict().get("op")
             # the most specific message wins: a CDC format's under the JSON one, the registry's under Avro's
             if fmt is None or fmt in ("json", "avro"):
                 fmt, message = name, text
@@ -403,7 +467,7 @@ def _reading(ev: Event) -> Reading | None:
     if fmt is None and not wrapped:
         return None
     message = message or next((t for t in texts if KAFKA_WRAPPER.search(t)), deepest)
-    return Reading(ev, fmt or "unknown", message, record, kafka, wrapped, deepest, field)
+    return Reading(ev, fmt or "unknown", message, record, kafka, wrapped, deepest, field, op, no_before)
 
 
 def _same_record(a: Reading, b: Reading) -> bool:
@@ -427,6 +491,11 @@ def _option_key(incident: Incident, fmt: str, option: str) -> str:
     """The table option as the incident spells it: prefixed with 'value.' where the table declares 'value.format'."""
     value_format = any(True for _ in incident.find(r"'value\.format'\s*=\s*'" + re.escape(fmt) + "'"))
     return f"{'value.' if value_format else ''}{fmt}.{option}"
+
+
+def _captured_table(record: str | None) -> str:
+    m = CAPTURED_TABLE.search(record or "")
+    return f"{m['schema']}.{m['table']}" if m else "the captured table"
 
 
 def _preview(record: str) -> str:
