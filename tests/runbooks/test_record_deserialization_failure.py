@@ -149,3 +149,10 @@ def test_truncate_event_is_an_unsupported_change_type_not_a_malformed_record():
     keys = {p.key: p for p in finding.patches}
     assert keys["skip the change type at the capture"].snippet.startswith("skipped.operations=t")
     assert "WITHOUT A WORD" in keys["skip unparsable records with the format's ignore-parse-errors"].reason
+
+
+def test_written_replica_identity_incident_names_the_table_and_the_offset(spark):
+    primary = _primary("replica-identity-default-kafka-1.20", spark)
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "replica-identity-not-full")
+    assert primary.details["kafka record"] == {"topic": "shop.public.orders", "partition": "0", "offset": "1183307"}
+    assert primary.patches[0].snippet.startswith("ALTER TABLE public.orders REPLICA IDENTITY FULL;")

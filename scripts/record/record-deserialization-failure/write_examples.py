@@ -2,7 +2,7 @@
 Flink 1.20.3 cluster in the layout of genuine 1.20.3 logs, with the texts and frames of flink-connector-kafka
 3.3.0-1.20 (KafkaRecordEmitter, KafkaDeserializationSchemaWrapper, DynamicKafkaDeserializationSchema,
 KafkaValueOnlyDeserializerWrapper at v3.3.0), of flink-json 1.20.3 (DebeziumJsonDeserializationSchema line numbers
-from the jar), of the Kafka client 3.4.0 (ConsumerRecord.toString) and of Confluent's serializers 7.5.0
+from the jar, REPLICA_IDENTITY_EXCEPTION checked in 1.11.4, 1.20.3 and 2.3.0), of the Kafka client 3.4.0 (ConsumerRecord.toString) and of Confluent's serializers 7.5.0
 (AbstractKafkaSchemaSerDe.getByteBuffer "Unknown magic byte!").
 
     python3 scripts/record/record-deserialization-failure/write_examples.py data/record-deserialization-failure
@@ -76,6 +76,41 @@ def debezium_trace(offset: int) -> list[str]:
     ]
 
 
+UPDATE_WITHOUT_BEFORE = ('{"before":null,"after":{"id":90211,"customer_id":4417,"status":"SHIPPED",'
+                         '"amount":"AfQ="},"source":{"version":"2.5.4.Final","connector":"postgresql","name":"shop",'
+                         '"ts_ms":1795853922114,"snapshot":"false","db":"shop","sequence":"[\\"2207465872\\",'
+                         '\\"2207466120\\"]","schema":"public","table":"orders","txId":8812431,'
+                         '"lsn":2207466120,"xmin":null},"op":"u","ts_ms":1795853922387,"transaction":null}')
+
+
+def replica_identity_trace() -> list[str]:
+    record = (f"ConsumerRecord(topic = shop.public.orders, partition = 0, leaderEpoch = 4, offset = 1183307, "
+              f"CreateTime = 1795853922391, serialized key size = 14, serialized value size = "
+              f"{len(UPDATE_WITHOUT_BEFORE)}, headers = RecordHeaders(headers = [], isReadOnly = false), "
+              "key = [B@3c5e8a71, value = [B@61b7f0d2)")
+    json_jar = "~[flink-json-1.20.3.jar:1.20.3]"
+    return [
+        *emitter(KAFKA_JAR),
+        f"Caused by: java.io.IOException: Failed to deserialize consumer record {record}.",
+        f"\tat org.apache.flink.connector.kafka.source.reader.deserializer.KafkaDeserializationSchemaWrapper.deserialize(KafkaDeserializationSchemaWrapper.java:59) {KAFKA_JAR}",
+        f"\tat org.apache.flink.connector.kafka.source.reader.KafkaRecordEmitter.emitRecord(KafkaRecordEmitter.java:53) {KAFKA_JAR}",
+        "\t... 14 more",
+        f"Caused by: java.io.IOException: Corrupt Debezium JSON message '{UPDATE_WITHOUT_BEFORE}'.",
+        f"\tat org.apache.flink.formats.json.debezium.DebeziumJsonDeserializationSchema.deserialize(DebeziumJsonDeserializationSchema.java:184) {json_jar}",
+        f"\tat org.apache.flink.streaming.connectors.kafka.table.DynamicKafkaDeserializationSchema.deserialize(DynamicKafkaDeserializationSchema.java:115) {KAFKA_JAR}",
+        f"\tat org.apache.flink.connector.kafka.source.reader.deserializer.KafkaDeserializationSchemaWrapper.deserialize(KafkaDeserializationSchemaWrapper.java:56) {KAFKA_JAR}",
+        f"\tat org.apache.flink.connector.kafka.source.reader.KafkaRecordEmitter.emitRecord(KafkaRecordEmitter.java:53) {KAFKA_JAR}",
+        "\t... 14 more",
+        'Caused by: java.lang.IllegalStateException: The "before" field of UPDATE message is null, if you are using '
+        "Debezium Postgres Connector, please check the Postgres table has been set REPLICA IDENTITY to FULL level.",
+        f"\tat org.apache.flink.formats.json.debezium.DebeziumJsonDeserializationSchema.deserialize(DebeziumJsonDeserializationSchema.java:159) {json_jar}",
+        f"\tat org.apache.flink.streaming.connectors.kafka.table.DynamicKafkaDeserializationSchema.deserialize(DynamicKafkaDeserializationSchema.java:115) {KAFKA_JAR}",
+        f"\tat org.apache.flink.connector.kafka.source.reader.deserializer.KafkaDeserializationSchemaWrapper.deserialize(KafkaDeserializationSchemaWrapper.java:56) {KAFKA_JAR}",
+        f"\tat org.apache.flink.connector.kafka.source.reader.KafkaRecordEmitter.emitRecord(KafkaRecordEmitter.java:53) {KAFKA_JAR}",
+        "\t... 14 more",
+    ]
+
+
 def magic_byte_trace() -> list[str]:
     user_jar = USER_JAR
     return [
@@ -123,6 +158,13 @@ def main(dest: Path) -> None:
         "0b1f2e3d4c5a69788796a5b4c3d2e1f0_bc764cd8ddf7a0cff126f51c16239658_2",
         lambda: debezium_trace(next(offsets)), ["09:14:02", "09:14:09", "09:14:20", "09:14:31", "09:14:42"],
         "09:12:47"))
+    identity = dest / "replica-identity-default-kafka-1.20" / "log"
+    identity.mkdir(parents=True, exist_ok=True)
+    (identity / "jobmanager.log").write_text(jm_log(
+        "insert-into_default_catalog.default_database.order_status", "3a9d0c7e51b84f26a0e4d8c2b6f19e57",
+        "Source: orders_changes[1] -> Calc[2] -> Sink: order_status[3] (1/2)",
+        "8d4c2b0a9e7f6d5c4b3a29180f7e6d5c_bc764cd8ddf7a0cff126f51c16239658_0",
+        replica_identity_trace, ["11:58:40", "12:18:42", "12:18:53", "12:19:04", "12:19:15"], "11:57:31"))
     magic = dest / "unknown-magic-byte-kafka-1.20" / "log"
     magic.mkdir(parents=True, exist_ok=True)
     (magic / "jobmanager.log").write_text(jm_log(
