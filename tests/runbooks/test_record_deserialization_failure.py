@@ -156,3 +156,10 @@ def test_written_replica_identity_incident_names_the_table_and_the_offset(spark)
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "replica-identity-not-full")
     assert primary.details["kafka record"] == {"topic": "shop.public.orders", "partition": "0", "offset": "1183307"}
     assert primary.patches[0].snippet.startswith("ALTER TABLE public.orders REPLICA IDENTITY FULL;")
+
+
+def test_kafka_table_without_its_ddl_in_the_logs_is_told_the_value_prefixed_spelling_too():
+    [finding] = _detect(_kafka_trace("Caused by: java.io.IOException: Failed to deserialize JSON 'not json'."))
+    skip = next(p for p in finding.patches if "ignore-parse-errors" in p.key)
+    assert skip.snippet.startswith("'json.ignore-parse-errors'")
+    assert "'value.json.ignore-parse-errors'" in skip.reason

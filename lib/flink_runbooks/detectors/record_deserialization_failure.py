@@ -284,7 +284,8 @@ class RecordDeserializationFailure(Detector):
         "skip": "'{key}' = 'true' makes the {fmt} format drop records it cannot parse (and set fields that do not "
                 "parse to null) instead of failing: the job runs on, but every such record is lost WITHOUT A "
                 "WORD in the logs{debug}. Use it only where losing records is acceptable, and count them (the "
-                "source's numRecordsIn against an upstream count).",
+                "source's numRecordsIn against an upstream count).{prefix}",
+        "skip value prefix": " A Kafka table that sets 'value.format' spells it 'value.{key}'.",
         "skip debug": " (Flink 2.3 logs each one at DEBUG, 'Failed to deserialize JSON')",
         "skip none": "",
         "find record": "The failing record is the one the message quotes{where}; fix or remove it at the source, "
@@ -411,9 +412,11 @@ class RecordDeserializationFailure(Detector):
             key = _option_key(incident, first.fmt, "ignore-parse-errors")
             debug = self.say("skip debug") if first.fmt == "json" and (incident.version_tuple or (0,)) >= (2, 3) \
                 else self.say("skip none")
+            prefix = self.say("skip value prefix", key=key) \
+                if first.wrapped_by_kafka and not key.startswith("value.") else ""
             out.append(self.code_patch("skip unparsable records with the format's ignore-parse-errors",
                                        f"'{key}' = 'true'   -- drops every record that does not parse, silently",
-                                       self.say("skip", key=key, fmt=first.fmt, debug=debug)))
+                                       self.say("skip", key=key, fmt=first.fmt, debug=debug, prefix=prefix)))
         if cause in ("malformed-record", "undetermined"):
             where = self.say("where offset", **first.kafka) if first.kafka else self.say("where none")
             reason = self.say("find undetermined") if cause == "undetermined" else self.say("find record", where=where)
