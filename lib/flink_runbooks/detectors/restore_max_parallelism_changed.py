@@ -27,6 +27,7 @@ from flink_runbooks.evidence.trail import evidence_trail
 from flink_runbooks.model import Event, Finding, Incident, RootCause
 from flink_runbooks.vocabulary.wordings import Wording
 
+SLUG = "restore-max-parallelism-changed"
 MAX_KEY = "pipeline.max-parallelism"
 PARALLELISM_KEY = "parallelism.default"
 
@@ -71,7 +72,7 @@ def default_max_parallelism(parallelism: int) -> int:
 
 
 class RestoreMaxParallelismChanged(Detector):
-    slug = "restore-max-parallelism-changed"
+    slug = SLUG
     title = "Restore refused: maximum parallelism changed"
     category = "state-restore"
     meaning = ("The job was restored from a checkpoint or savepoint taken with another maximum parallelism (the "
@@ -91,7 +92,7 @@ class RestoreMaxParallelismChanged(Detector):
         r"Deploying .+ with attempt id .+ and vertex id [0-9a-f]{32}",
     )
     wordings = (
-        Wording("max-parallelism-mismatch",
+        Wording(SLUG,
                 r"Max parallelism mismatch between checkpoint/savepoint state and new program\. Cannot map operator "
                 r"[0-9a-f]{32} with max parallelism \d+ to new program with max parallelism \d+",
                 "1.11 – 2.x", "o.a.f.runtime.checkpoint.Checkpoints#loadAndValidateCheckpoint (the same text in "
@@ -101,7 +102,7 @@ class RestoreMaxParallelismChanged(Detector):
                 "acfc6037bce502a9aa3bb5b361f1ed1f with max parallelism 128 to new program with max parallelism 256. "
                 "This indicates that the program has been changed in a non-compatible way after the "
                 "checkpoint/savepoint."),
-        Wording("max-parallelism-changed",
+        Wording(SLUG,
                 r"The maximum parallelism \(\d+\) with which the latest checkpoint of the execution job vertex \S+ "
                 r"has been taken and the current maximum parallelism \(\d+\) changed\. This is currently not "
                 r"supported\.",
@@ -110,7 +111,7 @@ class RestoreMaxParallelismChanged(Detector):
                 "java.lang.IllegalStateException: The maximum parallelism (128) with which the latest checkpoint of "
                 "the execution job vertex org.apache.flink.runtime.executiongraph.ExecutionJobVertex@5b0e2c1f has "
                 "been taken and the current maximum parallelism (256) changed. This is currently not supported."),
-        Wording("parallelism-above-restored-max",
+        Wording(SLUG,
                 r"The state for task [0-9a-f]{32} can not be restored\. The maximum parallelism \(\d+\) of the "
                 r"restored state is lower than the configured parallelism \(\d+\)\. Please reduce the parallelism "
                 r"of the task to be lower or equal to the maximum parallelism\.",
@@ -120,7 +121,7 @@ class RestoreMaxParallelismChanged(Detector):
                 "restored. The maximum parallelism (128) of the restored state is lower than the configured "
                 "parallelism (200). Please reduce the parallelism of the task to be lower or equal to the maximum "
                 "parallelism."),
-        Wording("parallelism-above-max",
+        Wording(SLUG,
                 r"Vertex .+'s parallelism \(\d+\) is higher than the max parallelism \(\d+\)\. Please lower the "
                 r"parallelism or increase the max parallelism\.",
                 "1.11 – 2.x", "o.a.f.runtime.executiongraph.ExecutionJobVertex (a JobException; the same text in "
