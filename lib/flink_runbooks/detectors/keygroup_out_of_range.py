@@ -240,5 +240,6 @@ def _task(failures: list[tuple[Event, re.Match[str]]]) -> str | None:
 
 
 def _most_complete(failures: list[tuple[Event, re.Match[str]]]) -> tuple[Event, re.Match[str]]:
-    """The TaskManager's record with the most frames (the whole trace) over the JobManager's copy."""
-    return sorted(failures, key=lambda f: (-len(f[0].frames), f[0].role != "taskmanager", f[0].line))[0]
+    """The TaskManager's record (the task's own failure, the message near its top) over the JobManager's copy under
+    the restart strategy's verdict; then the one with the most frames."""
+    return sorted(failures, key=lambda f: (f[0].role != "taskmanager", -len(f[0].frames), f[0].line))[0]
