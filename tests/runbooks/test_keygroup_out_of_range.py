@@ -45,6 +45,29 @@ def test_a_key_set_on_flinks_record_path_is_not_deterministic():
     assert p.target == "code" and "hashCode" in p.snippet and "enum" in p.reason
 
 
+def test_before_1_17_the_heap_state_table_refuses_it_when_the_function_reads_its_state():
+    # 1.13 - 1.16: no check when the key is set; StateTable#getMapForKeyGroup throws on the function's state read
+    text = "\n".join([
+        line("22:24:26,467", f"{TASK} switched from RUNNING to FAILED with failure cause: "
+             f"java.lang.IllegalArgumentException: {MESSAGE}", level="WARN",
+             logger="org.apache.flink.runtime.taskmanager.Task"),
+        f"java.lang.IllegalArgumentException: {MESSAGE}",
+        "\tat org.apache.flink.runtime.state.KeyGroupRangeOffsets.newIllegalKeyGroupException(KeyGroupRangeOffsets.java:37)",
+        "\tat org.apache.flink.runtime.state.heap.StateTable.getMapForKeyGroup(StateTable.java:305)",
+        "\tat org.apache.flink.runtime.state.heap.StateTable.get(StateTable.java:261)",
+        "\tat org.apache.flink.runtime.state.heap.StateTable.get(StateTable.java:143)",
+        "\tat org.apache.flink.runtime.state.heap.HeapValueState.value(HeapValueState.java:72)",
+        "\tat com.example.orders.CountPerCustomer.processElement(CountPerCustomer.java:31)",
+        "\tat org.apache.flink.streaming.api.operators.KeyedProcessOperator.processElement(KeyedProcessOperator.java:83)",
+        "\tat org.apache.flink.streaming.runtime.tasks.OneInputStreamTask$StreamTaskNetworkOutput.emitRecord(OneInputStreamTask.java:205)",
+    ])
+    [f] = get_detector(SLUG).detect(incident_from_text(text, {}, "1.13.6", file="taskmanager.log"))
+    assert f.root_cause.slug == "non-deterministic-key"
+    assert f.details["operator"] == "KeyedProcessOperator"
+    assert f.details["function"].startswith("com.example.orders.CountPerCustomer.processElement")
+    assert "CountPerCustomer.processElement" in f.summary
+
+
 def test_the_jobs_own_class_setting_the_key_is_low_level_access():
     text = _failure([
         "\tat com.example.reports.StateScanner.visit(StateScanner.java:88)",

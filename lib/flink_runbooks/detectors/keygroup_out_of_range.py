@@ -32,9 +32,10 @@ OUT_OF_RANGE = re.compile(r"Key group (?P<group>\d+) is not in KeyGroupRange\{st
 # The TypeExtractor's INFO on a class it will serialize with Kryo: a key class without hashCode is often one.
 GENERIC_TYPE = re.compile(r"(?:Class|POJO type '?) ?(?:class )?(?P<cls>[\w.$]+)'? (?:is missing a default constructor|"
                           r"cannot be used as a POJO type|is not public|contains custom serialization)")
-# Flink's record path: the operator sets the key of each incoming record itself.
-RECORD_PATH = re.compile(r"\.setKeyContextElement\d?\(|\.setKeyContextElement\(|AsyncKeyedStateBackend|"
-                         r"\.setAsyncKeyedContextElement\(")
+# Flink's record path: the operator sets the key of each incoming record itself (checked there since 1.17) ...
+RECORD_PATH = re.compile(r"\.setKeyContextElement\d?\(|\.setAsyncKeyedContextElement\(")
+# ... or, before 1.17, the heap backend's state table checks it when the function reads its state.
+HEAP_STATE = re.compile(r"org\.apache\.flink\.runtime\.state\.heap\.StateTable\.")
 KEY_ENTRY = re.compile(r"\.setCurrentKey\(|KeyedStateBackend\.\w+\(|\.applyToAllKeys\(|\.getPartitionedState\(")
 OPERATOR_FRAME = re.compile(r"org\.apache\.flink\.[\w.]*?\.(?P<op>\w*Operator\w*)\.(?:processElement\w*|"
                             r"onEventTime|onProcessingTime)\(")
@@ -91,7 +92,8 @@ class KeygroupOutOfRange(Detector):
                   "without hashCode/equals, an enum's or an array's identity hash, a mutable key changed after "
                   "keyBy).",
                   "The failure is thrown on the keyed operator's record path (Flink sets the key of the incoming "
-                  "record: setKeyContextElement in the trace), with no code of the job setting keys itself.",
+                  "record: setKeyContextElement in the trace; before 1.17 the heap state table as the function reads "
+                  "its state under the operator's processElement), with no code of the job setting keys itself.",
                   patches=(_CODE_KEY,)),
         RootCause("low-level-state-access",
                   "Code of the job sets the current key itself (setCurrentKey, a KeyedStateBackend call, or a "
@@ -116,10 +118,10 @@ class KeygroupOutOfRange(Detector):
         "operator": "The keyed operator is {operator}. ",
         "repeats": "{count} failures with key groups {groups}: a deterministic key would fail on the same record the "
                    "same way. ",
-        "non-deterministic-key": "Flink set the key of the incoming record itself (setKeyContextElement), so the key "
-                                 "is not deterministic: a key selector that uses randomness, time or a counter, or a "
-                                 "key type without a value-based hashCode/equals (Object's identity hash, an enum's "
-                                 "or an array's). Key by a String or Long derived from the record's fields, or by a "
+        "non-deterministic-key": "Flink set the key of the incoming record itself, so the key is not "
+                                 "deterministic: a key selector that uses randomness, time or a counter, or a key "
+                                 "type without a value-based hashCode/equals (Object's identity hash, an enum's or an "
+                                 "array's). Key by a String or Long derived from the record's fields, or by a "
                                  "class with hashCode and equals over immutable fields.",
         "generic types": "Classes Flink serializes with Kryo in this job (a key class without hashCode often is "
                          "one): {classes}. ",
@@ -130,6 +132,7 @@ class KeygroupOutOfRange(Detector):
                         "a non-deterministic key selector or hashCode.",
         "failure note": "key group {group} outside {start}–{end}, thrown {where}",
         "where record path": "while the operator set the key of an incoming record",
+        "where state read": "while {function} read its keyed state for an incoming record",
         "where user code": "from the job's code ({frame})",
         "where unknown": "(no frames kept)",
         "generic note": "{cls} is serialized with Kryo",
@@ -149,8 +152,11 @@ class KeygroupOutOfRange(Detector):
         event, match = _most_complete(failures)
         group, start, end = match["group"], match["start"], match["end"]
         frames = event.frames
-        record_path = any(RECORD_PATH.search(f) for f in frames)
         caller = _user_caller(frames)
+        operator = next((m["op"] for f in frames for m in [OPERATOR_FRAME.search(f)] if m), None)
+        state_read = (not caller and operator is not None and any(HEAP_STATE.search(f) for f in frames))
+        record_path = state_read or any(RECORD_PATH.search(f) for f in frames)
+        function = next((_short(f) for f in frames if _is_user(f)), None) if state_read else None
         if caller and not record_path:
             cause = "low-level-state-access"
         elif record_path:
@@ -158,12 +164,12 @@ class KeygroupOutOfRange(Detector):
         else:
             cause = "undetermined"
         task = _task(failures)
-        operator = next((m["op"] for f in frames for m in [OPERATOR_FRAME.search(f)] if m), None)
         groups = sorted({int(m["group"]) for _, m in failures})
         generic = sorted({m["cls"] for _, m in incident.find(GENERIC_TYPE) if not is_framework(m["cls"])})
 
         evidence, notes, add = evidence_trail()
-        where = (self.say("where record path") if record_path else
+        where = (self.say("where state read", function=function or operator) if state_read else
+                 self.say("where record path") if record_path else
                  self.say("where user code", frame=caller) if caller else self.say("where unknown"))
         add(event, self.say("failure note", group=group, start=start, end=end, where=where))
         for ev, m in incident.find(GENERIC_TYPE):
@@ -173,7 +179,7 @@ class KeygroupOutOfRange(Detector):
         summary = self.say("head", task=f"Task '{task}'" if task else "A keyed operator", group=group, start=start,
                            end=end)
         if operator:
-            summary += self.say("operator", operator=operator)
+            summary += self.say("operator", operator=operator + (f" running {function}" if function else ""))
         if len(failures) > 1:
             summary += self.say("repeats", count=len(failures), groups=", ".join(map(str, groups[:8])))
         if cause == "low-level-state-access":
@@ -185,11 +191,13 @@ class KeygroupOutOfRange(Detector):
         details = {
             "task": task or "not in these logs",
             "operator": operator or "not in the trace",
+            "function": function or "not in the trace",
             "key_group": int(group),
             "subtask_key_groups": f"{start}–{end}",
             "failures": len(failures),
             "key_groups_seen": groups[:20],
-            "set_by": ("Flink's record path (setKeyContextElement)" if record_path else
+            "set_by": ("Flink's record path (the function's state read)" if state_read else
+                       "Flink's record path (setKeyContextElement)" if record_path else
                        f"the job's code ({caller})" if caller else "unknown (no frames)"),
             "kryo_serialized_classes": generic or "none logged",
         }
@@ -223,12 +231,21 @@ def _user_caller(frames: list[str]) -> str | None:
     for i, frame in enumerate(frames):
         if KEY_ENTRY.search(frame):
             for below in frames[i + 1:]:
+                if _is_user(below):
+                    return _short(below)
                 cls = frame_class(below)
-                if cls and "." in cls and not is_framework(cls):
-                    return re.sub(r"\s+[~\[].*$", "", below.strip().removeprefix("at "))
                 if cls and not cls.startswith("org.apache.flink.runtime.state"):
                     break
     return None
+
+
+def _is_user(frame: str) -> bool:
+    cls = frame_class(frame)
+    return bool(cls and "." in cls and not is_framework(cls))
+
+
+def _short(frame: str) -> str:
+    return re.sub(r"\s+[~\[].*$", "", frame.strip().removeprefix("at "))
 
 
 def _task(failures: list[tuple[Event, re.Match[str]]]) -> str | None:
