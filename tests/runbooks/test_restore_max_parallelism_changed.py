@@ -119,3 +119,17 @@ def test_genuine_parallelism_above_the_snapshots_maximum(spark, name):
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "parallelism-above-snapshot-max")
     assert (primary.details["snapshot_max_parallelism"], primary.details["new_parallelism"]) == (128, 200)
     assert not any("allowNonRestoredState" in (p.snippet or "") for p in primary.patches)
+    # the submission's -p 200 wins over the configuration's parallelism.default: 1, so the change goes there
+    [submit] = [p for p in primary.patches if p.target == "ops" and p.urgent]
+    assert "-p 128" in submit.snippet and "savepoint-" in submit.snippet
+    assert not any(p.target == "flink" for p in primary.patches)
+
+
+def test_a_configured_parallelism_above_the_snapshots_maximum_is_lowered_there():
+    text = (f"java.lang.IllegalStateException: The state for task {COUNTER} can not be restored. The maximum "
+            "parallelism (64) of the restored state is lower than the configured parallelism (96). Please reduce the "
+            "parallelism of the task to be lower or equal to the maximum parallelism.")
+    [f] = get_detector(SLUG).detect(incident_from_text(text, {"parallelism.default": "96"}, "1.20.3"))
+    [par] = f.patches[:1]
+    assert (par.target, par.key, par.current, par.proposed) == ("flink", "parallelism.default", "96", "64")
+    assert "up to 85" not in f.summary  # 64 is no derived default: it was set

@@ -51,6 +51,11 @@ ABOVE_MAX = re.compile(
 PROGRAM_ARGUMENTS = re.compile(r"\bProgram Arguments:\s*$")
 DYNAMIC_MAX = re.compile(r"(?:^|\s)-Dpipeline\.max-parallelism=(?P<value>\d+)\s*$")
 
+# ... and ``-p`` / ``--parallelism`` with its value on the next line.
+PARALLELISM_FLAG = re.compile(r"^\s*(?:-p|--parallelism)\s*$")
+BARE_NUMBER = re.compile(r"^\s*(?P<value>\d+)\s*$")
+CLIENT_ARGUMENT_LINES = (r"CliFrontend\s.*\s-\s+(?:-p|--parallelism)\s*$", r"CliFrontend\s.*\s-\s+\d+\s*$")
+
 _NEXT = ("the JobManager log of the refused submission and of the job that took the snapshot, the Flink "
          "configuration and the submission's arguments (`grep -nE \"max-parallelism|setMaxParallelism\" "
          "flink-conf.yaml config.yaml` and the job's code), so that the new maximum can be traced to a setting.")
@@ -78,7 +83,7 @@ class RestoreMaxParallelismChanged(Detector):
     meaning = ("The job was restored from a checkpoint or savepoint taken with another maximum parallelism (the "
                "number of key groups its keyed state is split into), or with a parallelism above it: the JobManager "
                "refused to start it.")
-    exception_classes = ("java.lang.IllegalStateException", "org.apache.flink.runtime.JobException")
+    exception_classes = ("java.lang.IllegalStateException",)
     versions = "1.11 – 2.x (same wordings in 1.11.4, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)"
     config_keys = (MAX_KEY, PARALLELISM_KEY, "execution.state-recovery.path")
     signatures = (
@@ -88,6 +93,7 @@ class RestoreMaxParallelismChanged(Detector):
         signature(ABOVE_MAX),
         signature(DYNAMIC_MAX),
         signature(PROGRAM_ARGUMENTS),
+        *CLIENT_ARGUMENT_LINES,
         r"Starting job [0-9a-f]{32} from savepoint ",
         r"Deploying .+ with attempt id .+ and vertex id [0-9a-f]{32}",
     )
@@ -147,7 +153,8 @@ class RestoreMaxParallelismChanged(Detector):
                   "The new parallelism is above the snapshot's maximum parallelism: its keyed state has only that "
                   "many key groups, so no more subtasks can share it.",
                   "'The maximum parallelism (A) of the restored state is lower than the configured parallelism (P)'.",
-                  patches=(f"flink:{PARALLELISM_KEY}", _REWRITE)),
+                  patches=(f"flink:{PARALLELISM_KEY}", "ops:submit with a parallelism within the snapshot's maximum",
+                           "code:set a parallelism within the snapshot's maximum", _REWRITE)),
         RootCause("parallelism-above-max-parallelism",
                   "A vertex's parallelism is above the maximum parallelism the job sets, so the JobManager refuses "
                   "the job before any state is read.",
@@ -206,6 +213,12 @@ class RestoreMaxParallelismChanged(Detector):
                         "the life of the job's state.",
         "lower parallelism": "At most {old} subtasks can share the snapshot's {old} key groups; a job whose code or "
                              "submission (-p) sets the parallelism needs the change there.",
+        "lower parallelism cli": "The submission gives -p {parallelism}, which wins over the configuration: at most "
+                                 "{old} subtasks can share the snapshot's {old} key groups.",
+        "lower parallelism code": "Neither the configuration nor the submission sets parallelism {parallelism}, so "
+                                  "the job's code does: at most {old} subtasks can share the snapshot's {old} key "
+                                  "groups.",
+        "cli parallelism note": "the submission sets -p {parallelism}",
         "lower to max": "The job's maximum parallelism is {max}: no vertex can run more subtasks than that.",
         "raise max": "Only for a job that starts without a snapshot: a snapshot's maximum parallelism is fixed, so "
                      "a job restored from one must keep its maximum.",
@@ -270,10 +283,13 @@ class RestoreMaxParallelismChanged(Detector):
             summary += self.say(cause, old=old, key=self._key(incident, PARALLELISM_KEY))
             details.update(operator=operator, snapshot_max_parallelism=old, new_parallelism=parallelism,
                            derived_max_parallelism_for_new_parallelism=default_max_parallelism(parallelism))
-            patches = [self.flink_patch(incident, PARALLELISM_KEY, str(old),
-                                        self.say("lower parallelism", old=old)),
-                       self._rewrite(self.say("rewrite scale", old=old, parallelism=parallelism),
+            patches = self._parallelism_patches(incident, old, parallelism, path, add)
+            patches += [self._rewrite(self.say("rewrite scale", old=old, parallelism=parallelism),
                                      default_max_parallelism(parallelism))]
+            details["new_parallelism_set_by"] = next(
+                (p.current_source or "the configuration" for p in patches if p.target == "flink" and p.current),
+                "the submission (-p)" if any(p.target == "ops" and p.key.startswith("submit") for p in patches)
+                else "the job's code or unknown")
             confidence = 0.75 if is_excerpt(incident) else 0.9
             return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
                                  details=details)]
@@ -320,6 +336,24 @@ class RestoreMaxParallelismChanged(Detector):
         return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
                              details=details)]
 
+    def _parallelism_patches(self, incident: Incident, old: int, parallelism: int, path: str | None, add) -> list:
+        """Lower the parallelism where it is set: -p wins over the configuration, the code over both."""
+        flag = _cli_parallelism(incident)
+        configured = incident.config.lookup(PARALLELISM_KEY)
+        if flag and flag[1] == parallelism:
+            add(flag[0], self.say("cli parallelism note", parallelism=parallelism))
+            return [self.ops_patch("submit with a parallelism within the snapshot's maximum",
+                                   self.say("lower parallelism cli", old=old, parallelism=parallelism),
+                                   snippet=f"flink run -s {path or '<snapshot>'} -p {old} <your job arguments>")]
+        if configured is not None and configured.value.strip() == str(parallelism):
+            return [self.flink_patch(incident, PARALLELISM_KEY, str(old), self.say("lower parallelism", old=old))]
+        code = self.code_patch("set a parallelism within the snapshot's maximum",
+                               f"env.setParallelism({old});  // or the operator's setParallelism; was {parallelism}",
+                               self.say("lower parallelism code", old=old, parallelism=parallelism))
+        if _submission_known(incident):
+            return [code]
+        return [self.flink_patch(incident, PARALLELISM_KEY, str(old), self.say("lower parallelism", old=old)), code]
+
     def _rewrite(self, reason: str, new: int):
         return self.ops_patch(
             "rewrite the snapshot with another maximum parallelism (State Processor API)",
@@ -334,6 +368,23 @@ class RestoreMaxParallelismChanged(Detector):
     @staticmethod
     def _key(incident: Incident, key: str) -> str:
         return version_key(incident, key)
+
+
+def _cli_parallelism(incident: Incident) -> tuple[Event, int] | None:
+    """The last ``-p N`` / ``--parallelism N`` among the client's logged arguments."""
+    numbers = {(ev.file, ev.line): int(m["value"]) for ev, m in incident.find(BARE_NUMBER) if _client(ev)}
+    found = None
+    for ev, _ in incident.find(PARALLELISM_FLAG):
+        if not _client(ev):
+            continue
+        value = numbers.get((ev.file, ev.line + 1))
+        if value is not None:
+            found = (ev, value)
+    return found
+
+
+def _client(ev: Event) -> bool:
+    return (ev.logger or "").endswith("CliFrontend")
 
 
 def _submission_known(incident: Incident) -> bool:
