@@ -133,3 +133,11 @@ def test_a_configured_parallelism_above_the_snapshots_maximum_is_lowered_there()
     [par] = f.patches[:1]
     assert (par.target, par.key, par.current, par.proposed) == ("flink", "parallelism.default", "96", "64")
     assert "up to 85" not in f.summary  # 64 is no derived default: it was set
+
+
+def test_genuine_parallelism_above_the_jobs_own_maximum(spark):
+    primary = run_detectors(ingest([str(example(SLUG, "parallelism-above-max-1.20.3"))], spark)).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "parallelism-above-max-parallelism")
+    assert (primary.details["parallelism"], primary.details["max_parallelism"]) == (4, 2)
+    [submit] = [p for p in primary.patches if p.target == "ops"]
+    assert "-p 2" in submit.snippet and not any(p.target == "flink" for p in primary.patches)

@@ -59,6 +59,8 @@ CLIENT_ARGUMENT_LINES = (r"CliFrontend\s.*\s-\s+(?:-p|--parallelism)\s*$", r"Cli
 _NEXT = ("the JobManager log of the refused submission and of the job that took the snapshot, the Flink "
          "configuration and the submission's arguments (`grep -nE \"max-parallelism|setMaxParallelism\" "
          "flink-conf.yaml config.yaml` and the job's code), so that the new maximum can be traced to a setting.")
+_SUBMIT_LOWER = "ops:submit with a lower parallelism"
+_CODE_LOWER = "code:set a lower parallelism in the code"
 _REWRITE = "ops:rewrite the snapshot with another maximum parallelism (State Processor API)"
 
 
@@ -153,13 +155,13 @@ class RestoreMaxParallelismChanged(Detector):
                   "The new parallelism is above the snapshot's maximum parallelism: its keyed state has only that "
                   "many key groups, so no more subtasks can share it.",
                   "'The maximum parallelism (A) of the restored state is lower than the configured parallelism (P)'.",
-                  patches=(f"flink:{PARALLELISM_KEY}", "ops:submit with a parallelism within the snapshot's maximum",
-                           "code:set a parallelism within the snapshot's maximum", _REWRITE)),
+                  patches=(f"flink:{PARALLELISM_KEY}", _SUBMIT_LOWER, _CODE_LOWER, _REWRITE)),
         RootCause("parallelism-above-max-parallelism",
                   "A vertex's parallelism is above the maximum parallelism the job sets, so the JobManager refuses "
                   "the job before any state is read.",
                   "'Vertex …'s parallelism (P) is higher than the max parallelism (M)'.",
-                  patches=(f"flink:{PARALLELISM_KEY}", "code:raise the maximum parallelism of a job without state")),
+                  patches=(f"flink:{PARALLELISM_KEY}", _SUBMIT_LOWER, _CODE_LOWER,
+                           "code:raise the maximum parallelism of a job without state")),
         RootCause("undetermined",
                   "A restore was refused because the maximum parallelism changed, but the logs show neither the "
                   "configuration nor the submission, so the place that sets the new maximum is unknown.",
@@ -211,15 +213,14 @@ class RestoreMaxParallelismChanged(Detector):
         "set max code": "The job sets maximum parallelism {new}, the snapshot was taken with {old}: set it back to "
                         "{old} (on the environment, or on the operator that sets its own) and keep it fixed for "
                         "the life of the job's state.",
-        "lower parallelism": "At most {old} subtasks can share the snapshot's {old} key groups; a job whose code or "
-                             "submission (-p) sets the parallelism needs the change there.",
-        "lower parallelism cli": "The submission gives -p {parallelism}, which wins over the configuration: at most "
-                                 "{old} subtasks can share the snapshot's {old} key groups.",
+        "share key groups": "at most {old} subtasks can share the snapshot's {old} key groups.",
+        "lower parallelism": "{why} A job whose code or submission (-p) sets the parallelism needs the change there: "
+                             "they win over this setting.",
+        "lower parallelism cli": "The submission gives -p {parallelism}, which wins over the configuration: {why}",
         "lower parallelism code": "Neither the configuration nor the submission sets parallelism {parallelism}, so "
-                                  "the job's code does: at most {old} subtasks can share the snapshot's {old} key "
-                                  "groups.",
+                                  "the job's code does: {why}",
         "cli parallelism note": "the submission sets -p {parallelism}",
-        "lower to max": "The job's maximum parallelism is {max}: no vertex can run more subtasks than that.",
+        "lower to max": "no vertex can run more subtasks than the job's maximum parallelism {max}.",
         "raise max": "Only for a job that starts without a snapshot: a snapshot's maximum parallelism is fixed, so "
                      "a job restored from one must keep its maximum.",
         "rewrite keep": "To keep the new maximum {new}: read the snapshot with the State Processor API and write a new "
@@ -261,7 +262,8 @@ class RestoreMaxParallelismChanged(Detector):
             summary = (self.say("head above", task=match["task"], parallelism=parallelism, max=top)
                        + self.say(cause, max=top))
             details.update(vertex=match["task"], parallelism=parallelism, max_parallelism=top)
-            patches = [self.flink_patch(incident, PARALLELISM_KEY, str(top), self.say("lower to max", max=top))]
+            patches = self._parallelism_patches(incident, top, parallelism, path, add,
+                                                self.say("lower to max", max=top))
             if not start:
                 patches.append(self.code_patch("raise the maximum parallelism of a job without state",
                                                f"env.setMaxParallelism({default_max_parallelism(parallelism)});",
@@ -283,7 +285,8 @@ class RestoreMaxParallelismChanged(Detector):
             summary += self.say(cause, old=old, key=self._key(incident, PARALLELISM_KEY))
             details.update(operator=operator, snapshot_max_parallelism=old, new_parallelism=parallelism,
                            derived_max_parallelism_for_new_parallelism=default_max_parallelism(parallelism))
-            patches = self._parallelism_patches(incident, old, parallelism, path, add)
+            patches = self._parallelism_patches(incident, old, parallelism, path, add,
+                                                self.say("share key groups", old=old))
             patches += [self._rewrite(self.say("rewrite scale", old=old, parallelism=parallelism),
                                      default_max_parallelism(parallelism))]
             details["new_parallelism_set_by"] = next(
@@ -336,23 +339,25 @@ class RestoreMaxParallelismChanged(Detector):
         return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
                              details=details)]
 
-    def _parallelism_patches(self, incident: Incident, old: int, parallelism: int, path: str | None, add) -> list:
-        """Lower the parallelism where it is set: -p wins over the configuration, the code over both."""
+    def _parallelism_patches(self, incident: Incident, limit: int, parallelism: int, path: str | None, add,
+                             why: str) -> list:
+        """Lower the parallelism to ``limit`` where it is set: -p wins over the configuration, the code over both."""
         flag = _cli_parallelism(incident)
         configured = incident.config.lookup(PARALLELISM_KEY)
         if flag and flag[1] == parallelism:
             add(flag[0], self.say("cli parallelism note", parallelism=parallelism))
-            return [self.ops_patch("submit with a parallelism within the snapshot's maximum",
-                                   self.say("lower parallelism cli", old=old, parallelism=parallelism),
-                                   snippet=f"flink run -s {path or '<snapshot>'} -p {old} <your job arguments>")]
+            restore = f"-s {path} " if path else ""
+            return [self.ops_patch("submit with a lower parallelism",
+                                   self.say("lower parallelism cli", parallelism=parallelism, why=why),
+                                   snippet=f"flink run {restore}-p {limit} <your job arguments>")]
         if configured is not None and configured.value.strip() == str(parallelism):
-            return [self.flink_patch(incident, PARALLELISM_KEY, str(old), self.say("lower parallelism", old=old))]
-        code = self.code_patch("set a parallelism within the snapshot's maximum",
-                               f"env.setParallelism({old});  // or the operator's setParallelism; was {parallelism}",
-                               self.say("lower parallelism code", old=old, parallelism=parallelism))
+            return [self.flink_patch(incident, PARALLELISM_KEY, str(limit), self.say("lower parallelism", why=why))]
+        code = self.code_patch("set a lower parallelism in the code",
+                               f"env.setParallelism({limit});  // or the operator's setParallelism; was {parallelism}",
+                               self.say("lower parallelism code", parallelism=parallelism, why=why))
         if _submission_known(incident):
             return [code]
-        return [self.flink_patch(incident, PARALLELISM_KEY, str(old), self.say("lower parallelism", old=old)), code]
+        return [self.flink_patch(incident, PARALLELISM_KEY, str(limit), self.say("lower parallelism", why=why)), code]
 
     def _rewrite(self, reason: str, new: int):
         return self.ops_patch(

@@ -8,6 +8,7 @@
 #   parallelism-above-snapshot-max  savepoint at parallelism 1 (derived max 128), restore at parallelism 200: the
 #                          new default (512) would be rescaled to the snapshot's 128, but 200 subtasks cannot share
 #                          128 key groups
+#   parallelism-above-max  no snapshot: the job's code sets env.setMaxParallelism(2) and is submitted with -p 4
 #   near-miss-same-max     savepoint with the derived default, restore with pipeline.max-parallelism: 128 pinned
 #   near-miss-default-rescaled  savepoint with -Dpipeline.max-parallelism=64, restore at parallelism 2 with the
 #                          maximum unset (the derived default would be 128): Flink adopts the snapshot's 64
@@ -58,6 +59,10 @@ for scenario in "$@"; do
       savepoint_of --
       act "restore at parallelism 200"
       submit_max -s "$SAVEPOINT" -p 200 --
+      wait_state FAILED 60 ;;
+    parallelism-above-max)
+      act "submit the job that sets env.setMaxParallelism(2) with -p 4"
+      submit_max -p 4 -- --max-parallelism 2
       wait_state FAILED 60 ;;
     near-miss-same-max)
       savepoint_of --
