@@ -59,13 +59,23 @@ def test_a_maximum_given_with_the_submission_is_changed_there(tmp_path):
 
 
 def test_a_maximum_neither_configured_nor_submitted_is_in_the_code(tmp_path):
-    client = line("22:13:21,505", " Program Arguments:", logger="org.apache.flink.client.cli.CliFrontend")
+    # the client log of the refused submission (it prints the refusal) shows no -Dpipeline.max-parallelism
+    client = "\n".join([line("22:13:21,505", " Program Arguments:", logger="org.apache.flink.client.cli.CliFrontend"),
+                        line("22:13:23,300", "Error while running the command.", level="ERROR",
+                             logger="org.apache.flink.client.cli.CliFrontend"), *_mismatch(64, 32)[2:]])
     inc = incident_from_files(tmp_path, {"flink-client.log": client, "jobmanager.log": "\n".join(_mismatch(64, 32)),
                                          "flink-conf.yaml": "parallelism.default: 1\n"}, "1.20.3")
     [f] = get_detector(SLUG).detect(inc)
     assert f.root_cause.slug == "max-parallelism-set-in-code"
     assert [p.target for p in f.patches] == ["code", "ops"]
     assert "env.setMaxParallelism(64)" in f.patches[0].snippet
+
+
+def test_without_the_submissions_client_log_the_code_is_not_blamed(tmp_path):
+    inc = incident_from_files(tmp_path, {"jobmanager.log": "\n".join(_mismatch(64, 32)),
+                                         "flink-conf.yaml": "parallelism.default: 1\n"}, "1.20.3")
+    [f] = get_detector(SLUG).detect(inc)
+    assert f.root_cause.slug == "undetermined"  # a -D given with the submission would be logged only there
 
 
 def test_the_bare_message_is_undetermined_and_still_names_the_value(tmp_path):
@@ -119,9 +129,11 @@ def test_genuine_parallelism_above_the_snapshots_maximum(spark, name):
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "parallelism-above-snapshot-max")
     assert (primary.details["snapshot_max_parallelism"], primary.details["new_parallelism"]) == (128, 200)
     assert not any("allowNonRestoredState" in (p.snippet or "") for p in primary.patches)
-    # the submission's -p 200 wins over the configuration's parallelism.default: 1, so the change goes there
+    # the configuration says parallelism.default: 1, so the 200 came with the submission (-p) or from the code:
+    # changing the file would not help
     [submit] = [p for p in primary.patches if p.target == "ops" and p.urgent]
     assert "-p 128" in submit.snippet and "savepoint-" in submit.snippet
+    assert any(p.target == "code" and "setParallelism(128)" in p.snippet for p in primary.patches)
     assert not any(p.target == "flink" for p in primary.patches)
 
 
@@ -141,3 +153,4 @@ def test_genuine_parallelism_above_the_jobs_own_maximum(spark):
     assert (primary.details["parallelism"], primary.details["max_parallelism"]) == (4, 2)
     [submit] = [p for p in primary.patches if p.target == "ops"]
     assert "-p 2" in submit.snippet and not any(p.target == "flink" for p in primary.patches)
+    assert any(p.key == "raise the maximum parallelism of a job without state" for p in primary.patches)

@@ -63,7 +63,7 @@ class KeygroupOutOfRange(Detector):
     frames = (
         r"\.setKeyContextElement\d?\(",
         r"\.setCurrentKey(?:GroupIndex)?\(",
-        r"KeyedStateBackend\.\w+\(",
+        r"KeyedStateBackend\.(?:setCurrentKey|applyToAllKeys|getPartitionedState)\(",
         r"org\.apache\.flink\.[\w.]*Operator\w*\.(?:processElement\w*|onEventTime|onProcessingTime)\(",
         r"org\.apache\.flink\.runtime\.state\.heap\.StateTable\.",
     )

@@ -47,18 +47,12 @@ ABOVE_MAX = re.compile(
     r"Vertex (?P<task>.+?)'s parallelism \((?P<parallelism>\d+)\) is higher than the max parallelism "
     r"\((?P<max>\d+)\)")
 # The client logs its arguments one per line: ``-Dpipeline.max-parallelism=256`` is how a submission sets it.
-# The client's start-up banner lists the submission's arguments after this line.
-PROGRAM_ARGUMENTS = re.compile(r"\bProgram Arguments:\s*$")
 DYNAMIC_MAX = re.compile(r"(?:^|\s)-Dpipeline\.max-parallelism=(?P<value>\d+)\s*$")
 
-# ... and ``-p`` / ``--parallelism`` with its value on the next line.
-PARALLELISM_FLAG = re.compile(r"^\s*(?:-p|--parallelism)\s*$")
-BARE_NUMBER = re.compile(r"^\s*(?P<value>\d+)\s*$")
-CLIENT_ARGUMENT_LINES = (r"CliFrontend\s.*\s-\s+(?:-p|--parallelism)\s*$", r"CliFrontend\s.*\s-\s+\d+\s*$")
-
 _NEXT = ("the JobManager log of the refused submission and of the job that took the snapshot, the Flink "
-         "configuration and the submission's arguments (`grep -nE \"max-parallelism|setMaxParallelism\" "
-         "flink-conf.yaml config.yaml` and the job's code), so that the new maximum can be traced to a setting.")
+         "configuration and the client log of the submission (`grep -nE \"max-parallelism|setMaxParallelism\" "
+         "flink-conf.yaml config.yaml log/*client*.log` and the job's code), so that the new maximum can be traced to "
+         "a setting.")
 _SUBMIT_LOWER = "ops:submit with a lower parallelism"
 _CODE_LOWER = "code:set a lower parallelism in the code"
 _REWRITE = "ops:rewrite the snapshot with another maximum parallelism (State Processor API)"
@@ -94,8 +88,6 @@ class RestoreMaxParallelismChanged(Detector):
         signature(BELOW),
         signature(ABOVE_MAX),
         signature(DYNAMIC_MAX),
-        signature(PROGRAM_ARGUMENTS),
-        *CLIENT_ARGUMENT_LINES,
         r"Starting job [0-9a-f]{32} from savepoint ",
         r"Deploying .+ with attempt id .+ and vertex id [0-9a-f]{32}",
     )
@@ -216,10 +208,10 @@ class RestoreMaxParallelismChanged(Detector):
         "share key groups": "at most {old} subtasks can share the snapshot's {old} key groups.",
         "lower parallelism": "{why} A job whose code or submission (-p) sets the parallelism needs the change there: "
                              "they win over this setting.",
-        "lower parallelism cli": "The submission gives -p {parallelism}, which wins over the configuration: {why}",
-        "lower parallelism code": "Neither the configuration nor the submission sets parallelism {parallelism}, so "
-                                  "the job's code does: {why}",
-        "cli parallelism note": "the submission sets -p {parallelism}",
+        "lower parallelism cli": "The configuration does not set parallelism {parallelism}, so the submission (-p, "
+                                 "which wins over the configuration) or the job's code does: {why}",
+        "lower parallelism code": "When the job's code sets parallelism {parallelism} (it wins over -p and the "
+                                  "configuration): {why}",
         "lower to max": "no vertex can run more subtasks than the job's maximum parallelism {max}.",
         "raise max": "Only for a job that starts without a snapshot: a snapshot's maximum parallelism is fixed, so "
                      "a job restored from one must keep its maximum.",
@@ -240,6 +232,7 @@ class RestoreMaxParallelismChanged(Detector):
         if not refusals:
             return []
         kind, event, match = _most_complete(refusals)
+        refused = [ev for _, ev, _ in refusals]
         starts = savepoint_starts(incident)
         start = starts[-1] if starts else None
         path = match["path"] if "path" in match.re.groupindex else None
@@ -262,7 +255,7 @@ class RestoreMaxParallelismChanged(Detector):
             summary = (self.say("head above", task=match["task"], parallelism=parallelism, max=top)
                        + self.say(cause, max=top))
             details.update(vertex=match["task"], parallelism=parallelism, max_parallelism=top)
-            patches = self._parallelism_patches(incident, top, parallelism, path, add,
+            patches = self._parallelism_patches(incident, refused, top, parallelism, path,
                                                 self.say("lower to max", max=top))
             if not start:
                 patches.append(self.code_patch("raise the maximum parallelism of a job without state",
@@ -285,14 +278,13 @@ class RestoreMaxParallelismChanged(Detector):
             summary += self.say(cause, old=old, key=self._key(incident, PARALLELISM_KEY))
             details.update(operator=operator, snapshot_max_parallelism=old, new_parallelism=parallelism,
                            derived_max_parallelism_for_new_parallelism=default_max_parallelism(parallelism))
-            patches = self._parallelism_patches(incident, old, parallelism, path, add,
+            patches = self._parallelism_patches(incident, refused, old, parallelism, path,
                                                 self.say("share key groups", old=old))
             patches += [self._rewrite(self.say("rewrite scale", old=old, parallelism=parallelism),
                                      default_max_parallelism(parallelism))]
             details["new_parallelism_set_by"] = next(
                 (p.current_source or "the configuration" for p in patches if p.target == "flink" and p.current),
-                "the submission (-p)" if any(p.target == "ops" and p.key.startswith("submit") for p in patches)
-                else "the job's code or unknown")
+                "the submission (-p) or the job's code")
             confidence = 0.75 if is_excerpt(incident) else 0.9
             return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
                                  details=details)]
@@ -308,7 +300,7 @@ class RestoreMaxParallelismChanged(Detector):
             cause, source = "max-parallelism-configured-differently", f"-D with the submission, {ev.file}:{ev.line}"
         elif configured is not None and configured.value.strip() == str(new):
             cause, source = "max-parallelism-configured-differently", str(configured.source)
-        elif configured is None and _submission_known(incident):
+        elif configured is None and _submission_known(incident, refused):
             cause, source = "max-parallelism-set-in-code", ""
         else:
             cause, source = "undetermined", ""
@@ -339,25 +331,23 @@ class RestoreMaxParallelismChanged(Detector):
         return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
                              details=details)]
 
-    def _parallelism_patches(self, incident: Incident, limit: int, parallelism: int, path: str | None, add,
-                             why: str) -> list:
+    def _parallelism_patches(self, incident: Incident, refused: list[Event], limit: int, parallelism: int,
+                             path: str | None, why: str) -> list:
         """Lower the parallelism to ``limit`` where it is set: -p wins over the configuration, the code over both."""
-        flag = _cli_parallelism(incident)
         configured = incident.config.lookup(PARALLELISM_KEY)
-        if flag and flag[1] == parallelism:
-            add(flag[0], self.say("cli parallelism note", parallelism=parallelism))
-            restore = f"-s {path} " if path else ""
-            return [self.ops_patch("submit with a lower parallelism",
-                                   self.say("lower parallelism cli", parallelism=parallelism, why=why),
-                                   snippet=f"flink run {restore}-p {limit} <your job arguments>")]
         if configured is not None and configured.value.strip() == str(parallelism):
             return [self.flink_patch(incident, PARALLELISM_KEY, str(limit), self.say("lower parallelism", why=why))]
+        restore = f"-s {path} " if path else ""
+        submit = self.ops_patch("submit with a lower parallelism",
+                                self.say("lower parallelism cli", parallelism=parallelism, why=why),
+                                snippet=f"flink run {restore}-p {limit} <your job arguments>")
         code = self.code_patch("set a lower parallelism in the code",
                                f"env.setParallelism({limit});  // or the operator's setParallelism; was {parallelism}",
                                self.say("lower parallelism code", parallelism=parallelism, why=why))
-        if _submission_known(incident):
-            return [code]
-        return [self.flink_patch(incident, PARALLELISM_KEY, str(limit), self.say("lower parallelism", why=why)), code]
+        if _submission_known(incident, refused) or configured is not None:
+            return [submit, code]
+        return [self.flink_patch(incident, PARALLELISM_KEY, str(limit), self.say("lower parallelism", why=why)),
+                submit, code]
 
     def _rewrite(self, reason: str, new: int):
         return self.ops_patch(
@@ -375,28 +365,12 @@ class RestoreMaxParallelismChanged(Detector):
         return version_key(incident, key)
 
 
-def _cli_parallelism(incident: Incident) -> tuple[Event, int] | None:
-    """The last ``-p N`` / ``--parallelism N`` among the client's logged arguments."""
-    numbers = {(ev.file, ev.line): int(m["value"]) for ev, m in incident.find(BARE_NUMBER) if _client(ev)}
-    found = None
-    for ev, _ in incident.find(PARALLELISM_FLAG):
-        if not _client(ev):
-            continue
-        value = numbers.get((ev.file, ev.line + 1))
-        if value is not None:
-            found = (ev, value)
-    return found
-
-
-def _client(ev: Event) -> bool:
-    return (ev.logger or "").endswith("CliFrontend")
-
-
-def _submission_known(incident: Incident) -> bool:
-    """The configuration (a file or the logged properties) and the client's arguments of the submission are both
-    there: a -D given with the submission reaches the job but is logged only by the client."""
+def _submission_known(incident: Incident, refusals: list[Event]) -> bool:
+    """The configuration (a file or the logged properties) and the client log of the refused submission (it prints
+    the refusal, after the arguments it was given) are both there: a -D or -p given with the submission reaches the
+    job but is logged only by the client."""
     config = incident.config.file_path is not None or bool(incident.config.items())
-    return config and incident.first(PROGRAM_ARGUMENTS) is not None
+    return config and any(ev.role == "client" for ev in refusals)
 
 
 def _most_complete(refusals: list[tuple[str, Event, re.Match[str]]]) -> tuple[str, Event, re.Match[str]]:
