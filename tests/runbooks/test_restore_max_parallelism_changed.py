@@ -71,6 +71,16 @@ def test_a_maximum_neither_configured_nor_submitted_is_in_the_code(tmp_path):
     assert "env.setMaxParallelism(64)" in f.patches[0].snippet
 
 
+def test_code_that_sets_its_own_maximum_wins_over_the_configured_one(tmp_path):
+    client = "\n".join([line("22:13:23,300", "Error while running the command.", level="ERROR",
+                             logger="org.apache.flink.client.cli.CliFrontend"), *_mismatch(128, 32)[2:]])
+    inc = incident_from_files(tmp_path, {"flink-client.log": client, "jobmanager.log": "\n".join(_mismatch(128, 32)),
+                                         "flink-conf.yaml": "pipeline.max-parallelism: 128\n"}, "1.20.3")
+    [f] = get_detector(SLUG).detect(inc)
+    assert f.root_cause.slug == "max-parallelism-set-in-code"
+    assert not any(p.target == "flink" for p in f.patches)  # the file already says 128: changing it fixes nothing
+
+
 def test_without_the_submissions_client_log_the_code_is_not_blamed(tmp_path):
     inc = incident_from_files(tmp_path, {"jobmanager.log": "\n".join(_mismatch(64, 32)),
                                          "flink-conf.yaml": "parallelism.default: 1\n"}, "1.20.3")

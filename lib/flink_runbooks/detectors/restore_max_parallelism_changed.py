@@ -140,8 +140,9 @@ class RestoreMaxParallelismChanged(Detector):
         RootCause("max-parallelism-set-in-code",
                   "The job's code sets a maximum parallelism (env.setMaxParallelism or an operator's "
                   "setMaxParallelism) other than the one the snapshot was taken with.",
-                  "The refusal names a new maximum that Flink only refuses when it is set explicitly, while the "
-                  "configuration the logs show and the submission's arguments do not set pipeline.max-parallelism.",
+                  "The refusal names a new maximum that Flink only refuses when it is set explicitly, while neither "
+                  "the configuration the logs show nor the refused submission's client log sets "
+                  "pipeline.max-parallelism to it.",
                   patches=("code:set the snapshot's maximum parallelism", _REWRITE)),
         RootCause("parallelism-above-snapshot-max",
                   "The new parallelism is above the snapshot's maximum parallelism: its keyed state has only that "
@@ -176,9 +177,9 @@ class RestoreMaxParallelismChanged(Detector):
                       "{parallelism}, above the maximum parallelism {max} the job sets. ",
         "max-parallelism-configured-differently": "{key}: {new} ({source}) sets the new maximum. Set {key}: {old}, "
                                                   "the value the snapshot was taken with, and keep it from now on.",
-        "max-parallelism-set-in-code": "The configuration and the submission do not set {key}, so the job's code "
-                                       "sets {new} (env.setMaxParallelism or an operator's setMaxParallelism): set "
-                                       "it back to {old}.",
+        "max-parallelism-set-in-code": "Neither the configuration nor the submission sets {key} to {new}, so the "
+                                       "job's code does (env.setMaxParallelism or an operator's setMaxParallelism, "
+                                       "which win over {key}): set it back to {old}.",
         "parallelism-above-snapshot-max": "Run it with parallelism {old} or less ({key}, -p or the job's "
                                           "setParallelism), or rewrite the snapshot with a larger maximum "
                                           "(State Processor API) before scaling beyond {old}.",
@@ -261,8 +262,8 @@ class RestoreMaxParallelismChanged(Detector):
                 patches.append(self.code_patch("raise the maximum parallelism of a job without state",
                                                f"env.setMaxParallelism({default_max_parallelism(parallelism)});",
                                                self.say("raise max")))
-            return [self.finding(cause, summary, evidence, notes=notes, confidence=0.9, patches=patches,
-                                 details=details)]
+            return [self.finding(cause, summary, evidence, notes=notes, confidence=0.75 if is_excerpt(incident) else 0.9,
+                                 patches=patches, details=details)]
 
         old = int(match["old"])
         if vertex:
@@ -300,7 +301,8 @@ class RestoreMaxParallelismChanged(Detector):
             cause, source = "max-parallelism-configured-differently", f"-D with the submission, {ev.file}:{ev.line}"
         elif configured is not None and configured.value.strip() == str(new):
             cause, source = "max-parallelism-configured-differently", str(configured.source)
-        elif configured is None and _submission_known(incident, refused):
+        elif _submission_known(incident, refused):
+            # nothing outside the code sets the new value (a configured other value is overridden by the code)
             cause, source = "max-parallelism-set-in-code", ""
         else:
             cause, source = "undetermined", ""

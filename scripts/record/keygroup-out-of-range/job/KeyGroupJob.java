@@ -12,6 +12,7 @@ import org.apache.flink.util.Collector;
 
 import java.util.Arrays;
 import java.util.List;
+import java.util.Objects;
 import java.util.concurrent.ThreadLocalRandom;
 
 /**
@@ -20,6 +21,8 @@ import java.util.concurrent.ThreadLocalRandom;
  * --key random     "customer-" + a random number: the sender and the receiving subtask compute different keys
  * --key identity   a CustomerRef without hashCode/equals (and without a no-argument constructor, so Flink handles it
  *                  as a generic type): every instance has its own identity hash
+ * --key enum       a POJO key whose hashCode includes an enum field: an enum's hashCode is its identity hash, the same
+ *                  within one JVM and different in another TaskManager
  */
 public class KeyGroupJob {
 
@@ -30,7 +33,10 @@ public class KeyGroupJob {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         DataStream<Long> orders = env.fromSequence(1, Long.MAX_VALUE).name("orders").uid("orders")
                 .map(new Pace()).name("pace").uid("pace");
-        if ("identity".equals(key)) {
+        if ("enum".equals(key)) {
+            orders.keyBy(new TierKey()).process(new Count<TieredCustomer>(), TypeInformation.of(String.class))
+                    .name("orders-per-customer").uid("orders-per-customer").print().name("sink").uid("sink");
+        } else if ("identity".equals(key)) {
             orders.keyBy(new RefKey()).process(new Count<CustomerRef>(), TypeInformation.of(String.class))
                     .name("orders-per-customer").uid("orders-per-customer").print().name("sink").uid("sink");
         } else {
@@ -75,6 +81,39 @@ public class KeyGroupJob {
         @Override
         public String toString() {
             return "customer-" + id;
+        }
+    }
+
+    public enum Tier { BRONZE, SILVER, GOLD }
+
+    /** A POJO key with a hashCode over an enum field: Objects.hash calls Tier.hashCode, Object's identity hash. */
+    public static class TieredCustomer {
+        public Tier tier;
+        public long id;
+
+        public TieredCustomer() {
+        }
+
+        public TieredCustomer(Tier tier, long id) {
+            this.tier = tier;
+            this.id = id;
+        }
+
+        @Override
+        public int hashCode() {
+            return Objects.hash(tier, id);
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof TieredCustomer && ((TieredCustomer) o).tier == tier && ((TieredCustomer) o).id == id;
+        }
+    }
+
+    public static class TierKey implements KeySelector<Long, TieredCustomer> {
+        @Override
+        public TieredCustomer getKey(Long value) {
+            return new TieredCustomer(Tier.values()[(int) (value % 3)], value % 16);
         }
     }
 
