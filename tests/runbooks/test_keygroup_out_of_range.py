@@ -108,7 +108,7 @@ def test_the_short_wording_of_older_releases_is_recognised(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["random-key-selector-1.20.3", "random-key-selector-2.3.0",
-                                  "identity-hash-key-1.20.3"])
+                                  "identity-hash-key-1.20.3", "enum-in-key-two-taskmanagers-1.20.3"])
 def test_genuine_non_deterministic_keys(spark, name):
     primary = run_detectors(ingest([str(example(SLUG, name))], spark)).primary
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "non-deterministic-key")
