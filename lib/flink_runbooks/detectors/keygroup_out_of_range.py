@@ -113,9 +113,13 @@ class KeygroupOutOfRange(Detector):
     )
 
     templates = {
-        "head": "{task} failed: key group {group} is not among the key groups {start}–{end} its subtask owns, so the "
-                "record's key, computed again on arrival, is not the key keyBy routed it by. ",
+        "head": "Task '{task}' failed: key group {group} is not among the key groups {start}–{end} its subtask owns, "
+                "so the record's key, computed again on arrival, is not the key keyBy routed it by. ",
+        "head without task": "A keyed operator failed: key group {group} is not among the key groups {start}–{end} its "
+                             "subtask owns, so the record's key, computed again on arrival, is not the key keyBy "
+                             "routed it by. ",
         "operator": "The keyed operator is {operator}. ",
+        "operator and function": "The keyed operator is {operator}, running {function}. ",
         "repeats": "{count} failures with key groups {groups}: a deterministic key would fail on the same record the "
                    "same way. ",
         "non-deterministic-key": "Flink set the key of the incoming record itself, so the key is not "
@@ -176,10 +180,12 @@ class KeygroupOutOfRange(Detector):
             if m["cls"] in generic:
                 add(ev, self.say("generic note", cls=m["cls"]))
                 break
-        summary = self.say("head", task=f"Task '{task}'" if task else "A keyed operator", group=group, start=start,
-                           end=end)
-        if operator:
-            summary += self.say("operator", operator=operator + (f" running {function}" if function else ""))
+        summary = (self.say("head", task=task, group=group, start=start, end=end) if task else
+                   self.say("head without task", group=group, start=start, end=end))
+        if operator and function:
+            summary += self.say("operator and function", operator=operator, function=function)
+        elif operator:
+            summary += self.say("operator", operator=operator)
         if len(failures) > 1:
             summary += self.say("repeats", count=len(failures), groups=", ".join(map(str, groups[:8])))
         if cause == "low-level-state-access":
