@@ -53,8 +53,8 @@ class KeygroupOutOfRange(Detector):
     meaning = ("A keyed operator received a record whose key, computed again on arrival, belongs to another "
                "subtask's key groups: the job's key (its selector or its hashCode) is not deterministic.")
     exception_classes = ("java.lang.IllegalArgumentException",)
-    versions = "1.11 – 2.x (the hint on non-deterministic keys since 1.13; checked in 1.11.4, 1.13.6, 1.17.2, " \
-               "1.20.3 and 2.3.0)"
+    versions = ("1.11 – 2.x (the hint on non-deterministic keys since 1.13; checked in 1.11.4, 1.12.5, 1.13.6, "
+                "1.17.2, 1.20.3 and 2.3.0)")
     config_keys = ("pipeline.max-parallelism", "parallelism.default", "state.backend.type")
     signatures = (
         signature(OUT_OF_RANGE),
@@ -80,8 +80,8 @@ class KeygroupOutOfRange(Detector):
                 "caused by non-deterministic shuffle key (hashCode and equals implementation)."),
         Wording("keygroup-out-of-range",
                 r"Key group \d+ is not in KeyGroupRange\{startKeyGroup=\d+, endKeyGroup=\d+\}\.$",
-                "1.11 – 1.12", "o.a.f.runtime.state.KeyGroupRangeOffsets (checked in 1.11.4: the short text, "
-                "thrown when a keyed snapshot is written or read)",
+                "1.11 – 1.12", "o.a.f.runtime.state.KeyGroupRangeOffsets (checked in 1.11.4 and 1.12.5: the short "
+                "text, thrown when a keyed snapshot is written or read)",
                 "java.lang.IllegalArgumentException: Key group 45 is not in KeyGroupRange{startKeyGroup=64, "
                 "endKeyGroup=127}."),
     )
@@ -113,8 +113,8 @@ class KeygroupOutOfRange(Detector):
     )
 
     templates = {
-        "head": "Task '{task}' failed: key group {group} is not among the key groups {start}–{end} its subtask owns, "
-                "so the record's key, computed again on arrival, is not the key keyBy routed it by. ",
+        "head": "Task '{task}' failed: key group {group} is not among the key groups {start}–{end} its subtask "
+                "owns, so the record's key, computed again on arrival, is not the key keyBy routed it by. ",
         "head without task": "A keyed operator failed: key group {group} is not among the key groups {start}–{end} its "
                              "subtask owns, so the record's key, computed again on arrival, is not the key keyBy "
                              "routed it by. ",

@@ -2,7 +2,8 @@
 groups as the maximum parallelism of the job that took it, and a restore cannot split it another way.
 
 Flink's rule (``Checkpoints#loadAndValidateCheckpoint``, ``SchedulerBase#computeVertexParallelismStore``,
-``StateAssignmentOperation#checkParallelismPreconditions``, the same in 1.11.4, 1.13.6, 1.17.2, 1.20.3 and 2.3.0):
+``StateAssignmentOperation#checkParallelismPreconditions``, the same in 1.11.4, 1.12.5, 1.13.6, 1.17.2, 1.20.3 and
+2.3.0):
 
 - a maximum the new job leaves unset is derived from its parallelism
   (``KeyGroupRangeAssignment#computeDefaultMaxParallelism``: the power of two at or above parallelism × 1.5, at
@@ -80,7 +81,7 @@ class RestoreMaxParallelismChanged(Detector):
                "number of key groups its keyed state is split into), or with a parallelism above it: the JobManager "
                "refused to start it.")
     exception_classes = ("java.lang.IllegalStateException",)
-    versions = "1.11 – 2.x (same wordings in 1.11.4, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)"
+    versions = "1.11 – 2.x (same wordings in 1.11.4, 1.12.5, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)"
     config_keys = (MAX_KEY, PARALLELISM_KEY, "execution.state-recovery.path")
     signatures = (
         signature(MISMATCH),
@@ -96,7 +97,8 @@ class RestoreMaxParallelismChanged(Detector):
                 r"Max parallelism mismatch between checkpoint/savepoint state and new program\. Cannot map operator "
                 r"[0-9a-f]{32} with max parallelism \d+ to new program with max parallelism \d+",
                 "1.11 – 2.x", "o.a.f.runtime.checkpoint.Checkpoints#loadAndValidateCheckpoint (the same text in "
-                "1.11.4, 1.13.6, 1.17.2, 1.20.3 and 2.3.0; the path is the metadata's name, 'Checkpoint Metadata')",
+                "1.11.4, 1.12.5, 1.13.6, 1.17.2, 1.20.3 and 2.3.0; the path is the metadata's name, "
+                "'Checkpoint Metadata')",
                 "java.lang.IllegalStateException: Failed to rollback to checkpoint/savepoint Checkpoint Metadata. Max "
                 "parallelism mismatch between checkpoint/savepoint state and new program. Cannot map operator "
                 "acfc6037bce502a9aa3bb5b361f1ed1f with max parallelism 128 to new program with max parallelism 256. "
@@ -107,7 +109,7 @@ class RestoreMaxParallelismChanged(Detector):
                 r"has been taken and the current maximum parallelism \(\d+\) changed\. This is currently not "
                 r"supported\.",
                 "1.11 – 2.x", "o.a.f.runtime.checkpoint.StateAssignmentOperation#checkParallelismPreconditions (the "
-                "same text in 1.11.4, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)",
+                "same text in 1.11.4, 1.12.5, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)",
                 "java.lang.IllegalStateException: The maximum parallelism (128) with which the latest checkpoint of "
                 "the execution job vertex org.apache.flink.runtime.executiongraph.ExecutionJobVertex@5b0e2c1f has "
                 "been taken and the current maximum parallelism (256) changed. This is currently not supported."),
@@ -116,7 +118,7 @@ class RestoreMaxParallelismChanged(Detector):
                 r"restored state is lower than the configured parallelism \(\d+\)\. Please reduce the parallelism "
                 r"of the task to be lower or equal to the maximum parallelism\.",
                 "1.11 – 2.x", "o.a.f.runtime.checkpoint.StateAssignmentOperation#checkParallelismPreconditions (the "
-                "same text in 1.11.4, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)",
+                "same text in 1.11.4, 1.12.5, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)",
                 "java.lang.IllegalStateException: The state for task acfc6037bce502a9aa3bb5b361f1ed1f can not be "
                 "restored. The maximum parallelism (128) of the restored state is lower than the configured "
                 "parallelism (200). Please reduce the parallelism of the task to be lower or equal to the maximum "
@@ -125,7 +127,7 @@ class RestoreMaxParallelismChanged(Detector):
                 r"Vertex .+'s parallelism \(\d+\) is higher than the max parallelism \(\d+\)\. Please lower the "
                 r"parallelism or increase the max parallelism\.",
                 "1.11 – 2.x", "o.a.f.runtime.executiongraph.ExecutionJobVertex (a JobException; the same text in "
-                "1.11.4, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)",
+                "1.11.4, 1.12.5, 1.13.6, 1.17.2, 1.20.3 and 2.3.0)",
                 "org.apache.flink.runtime.JobException: Vertex order-counter -> Sink: sink's parallelism (4) is "
                 "higher than the max parallelism (2). Please lower the parallelism or increase the max "
                 "parallelism."),
@@ -262,8 +264,9 @@ class RestoreMaxParallelismChanged(Detector):
                 patches.append(self.code_patch("raise the maximum parallelism of a job without state",
                                                f"env.setMaxParallelism({default_max_parallelism(parallelism)});",
                                                self.say("raise max")))
-            return [self.finding(cause, summary, evidence, notes=notes, confidence=0.75 if is_excerpt(incident) else 0.9,
-                                 patches=patches, details=details)]
+            confidence = 0.75 if is_excerpt(incident) else 0.9
+            return [self.finding(cause, summary, evidence, notes=notes, confidence=confidence, patches=patches,
+                                 details=details)]
 
         old = int(match["old"])
         if vertex:
@@ -355,7 +358,8 @@ class RestoreMaxParallelismChanged(Detector):
         return self.ops_patch(
             "rewrite the snapshot with another maximum parallelism (State Processor API)",
             reason,
-            snippet=("SavepointReader old = SavepointReader.read(env, \"<snapshot path>\", new HashMapStateBackend());\n"
+            snippet=("SavepointReader old = SavepointReader.read(env, \"<snapshot path>\",\n"
+                     "                                            new HashMapStateBackend());\n"
                      "// read each keyed operator's state (old.readKeyedState(OperatorIdentifier.forUid(...), ...)),\n"
                      f"SavepointWriter.newSavepoint(env, new HashMapStateBackend(), {new})  // the new maximum\n"
                      "    .withOperator(OperatorIdentifier.forUid(\"<uid>\"), transformation)\n"
