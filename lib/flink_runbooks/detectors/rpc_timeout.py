@@ -278,7 +278,7 @@ class RpcTimeout(Detector):
             {CLIENT_SAVEPOINT.search(ev.text)["job"] for ev in client})
         gc = [ev for ev in incident.events if ev.role == "jobmanager" and cluster.GC_PAUSE.search(ev.text)
               and _gc_seconds(ev) >= 1]
-        silence = max((_jobmanager_silence(incident, ev.ts) or 0 for ev in towards_jm), default=0)
+        silence = max((savepoints.jobmanager_silence(incident, ev.ts) or 0 for ev in towards_jm), default=0)
         timeout_s = (parse_duration_ms(incident.config.get(_ASK) or incident.config.get("akka.ask.timeout")) or 10000) / 1000
         client_s = (parse_duration_ms(incident.config.get("client.timeout")) or 60000) / 1000
         details = {"rpc_timeouts": len(timeouts), "unreachable": len(unreachable), "client_timeouts": len(client),
@@ -403,23 +403,6 @@ def _towards(text: str, lost: set[str]) -> bool:
     return any(f"@{hp}/" in text or f"({hp}-" in text for hp in lost)
 
 
-def _jm_lines(incident: Incident) -> list[Event]:
-    return incident.derived("rpc_timeout.jm_lines", lambda inc: [ev for ev in inc.events
-                                                                  if ev.role == "jobmanager" and ev.ts])
-
-
-def _jobmanager_silence(incident: Incident, ts: str | None) -> float | None:
-    """Seconds the JobManager's log was silent across ``ts``: its last line before to its first line after."""
-    if not ts:
-        return None
-    lines = _jm_lines(incident)
-    before = [ev for ev in lines if ev.ts <= ts]
-    after = [ev for ev in lines if ev.ts > ts]
-    if not before or not after:
-        return None
-    return seconds_between(before[-1].ts, after[0].ts)
-
-
 def _shortly_before(ev: Event, first: Event) -> bool:
     """Within the two minutes before the first timeout (connection errors long before it are another story)."""
     gap = seconds_between(ev.ts, first.ts)
@@ -427,4 +410,4 @@ def _shortly_before(ev: Event, first: Event) -> bool:
 
 
 def _first_jm_line_after(incident: Incident, ts: str | None) -> Event | None:
-    return next((ev for ev in _jm_lines(incident) if ts and ev.ts > ts), None)
+    return next((ev for ev in savepoints.jobmanager_lines(incident) if ts and ev.ts > ts), None)
