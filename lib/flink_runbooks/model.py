@@ -401,7 +401,7 @@ class RootCause:
     patches: tuple[str, ...] = ()  # "flink:<key>", "kafka:<property>", "code:<what>", "ops:<what>"
     would_change: str = ""  # what, if seen, would change the verdict
     versions: str = ""  # the Flink releases the rule applies to; "" = the runbook's versions
-    next_evidence: str = ""  # for an undetermined cause: what to collect next (log, setting, command)
+    next_evidence: str = ""  # for an undetermined cause or a best guess: what to collect next (log, setting, command)
 
 
 @dataclass

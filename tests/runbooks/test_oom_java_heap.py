@@ -133,6 +133,16 @@ def test_flink_frames_and_a_small_heap_per_slot_double_the_task_heap():
     assert after.managed >= before.managed and after.network >= before.network
 
 
+def test_flink_frames_without_the_heap_s_size_are_only_a_best_guess():
+    """'Too small' needs the size: frames in Flink's code alone rule out the job and the state backend, no more."""
+    [guess] = get_detector(SLUG).detect(_incident(_task_oom(FLINK_FRAMES)))
+    assert guess.root_cause.slug == "task-heap-too-small" and guess.confidence < 0.5
+    assert "memory configuration" in guess.root_cause.next_evidence
+    conf = {"taskmanager.memory.process.size": "1728m", "taskmanager.numberOfTaskSlots": "4"}
+    [named] = get_detector(SLUG).detect(_incident(_task_oom(FLINK_FRAMES), conf))
+    assert named.root_cause.slug == "task-heap-too-small" and named.confidence >= 0.75
+
+
 def test_gc_overhead_and_plain_excerpts_are_heap_ooms():
     excerpt = "java.lang.OutOfMemoryError: GC overhead limit exceeded\n\tat java.util.HashMap.resize(HashMap.java:704)"
     [finding] = get_detector(SLUG).detect(_incident(excerpt, DEFAULT_TM, version=None, role="unknown"))

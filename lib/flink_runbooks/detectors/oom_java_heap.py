@@ -84,7 +84,11 @@ class OomJavaHeap(Detector):
                   "consumer.",
                   "The OOM is thrown in Flink's own code (deserialisation, serializers, sorting) or without frames, "
                   "the heap backend is not growing, and the model gives a small task heap per slot.",
-                  patches=("flink:taskmanager.memory.managed.fraction", "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*", "flink:taskmanager.heap.size")),
+                  patches=("flink:taskmanager.memory.managed.fraction", "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*", "flink:taskmanager.heap.size"),
+                  # named without the heap's size only as a best guess: this is what confirms it
+                  next_evidence="the TaskManager memory configuration (config file or its 'Final TaskExecutor "
+                                "Memory configuration' log block) and the number of slots, to compare the task heap "
+                                "per slot with what the job holds"),
         RootCause("undetermined", "A TaskManager ran out of heap, but the incident shows neither where (no frames) "
                   "nor how big the heap was (no memory configuration).",
                   "The OOM message alone: no stack frames, no memory settings or start-up memory breakdown.",
@@ -264,6 +268,9 @@ class OomJavaHeap(Detector):
             notes[len(evidence)] = self.say("state note" if cause == "heap-state-backend" else "backend note")
             evidence.append(backend_event)
         confidence = {"task-heap-too-small": 0.75, "undetermined": 0.4}.get(cause, 0.9)
+        if cause == "task-heap-too-small" and mem is None:
+            # "too small" needs the size: without it the frames only rule out the job's code and the state backend
+            confidence = 0.45
         return self.finding(
             cause, summary, evidence, confidence=confidence, patches=patches, notes=notes,
             details={
