@@ -133,7 +133,7 @@ def test_wrapping_never_cuts_a_word_and_ends_a_cut_with_an_ellipsis():
 def test_a_file_name_longer_than_the_line_stays_whole_to_be_copied():
     from flink_runbooks.render.terminal import _wrap
 
-    path = "/tmp/pytest-of-root/pytest-303/popen-gw0/test_file_names_in_warnings_st0/passwd"
+    path = "/srv/incidents/2024-03-05-orders/attachments/from-the-ticket/taskmanager-host-17/passwd"
     lines = _wrap(f"{path}: unknown log layout, read as plain text", 40, "      ", first="warning: ", whole_words=True)
     assert lines[0] == f"warning: {path}:", lines
     # log text keeps to the width: a long word in it is split
