@@ -22,6 +22,8 @@ _FLINK_NAMESPACES = ("jobmanager.", "taskmanager.", "state.", "execution.", "res
                      "io.tmp.dirs", "rest.", "web.", "slot.", "cluster.", "metrics.reporter", "env.java.opts",
                      "kubernetes.", "historyserver.", "resourcemanager.", "table.exec.", "sql-gateway.")
 _CONFIG_SNIFF_BYTES = 1 << 20
+# How a configuration's first setting starts: a key and its colon (a log record starts with its time stamp instead).
+_SETTING_START = re.compile(r"^[\w.$-]+\s*:")
 # An example incident's own description of what it should diagnose: reading it as a log would be cheating.
 METADATA_NAMES = ("expected.json",)
 # No log line is this long: a longer one (a file of NUL bytes, a dump without line breaks) is cut to its start on
@@ -401,7 +403,13 @@ def _is_renamed_flink_config(path: str) -> bool:
         if os.path.getsize(path) > _CONFIG_SNIFF_BYTES:
             return False
         with open(path, "rb") as fh:
-            raw = fh.read(_CONFIG_SNIFF_BYTES)
+            # the first setting decides cheaply for the many rolled logs (taskmanager.log.1) the name admits
+            start = fh.read(4096)
+            first = next((line for line in start.decode("utf-8", errors="replace").splitlines()
+                          if line.split("#", 1)[0].strip() not in ("", "---")), "")
+            if not _SETTING_START.match(first):
+                return False
+            raw = start + fh.read(_CONFIG_SNIFF_BYTES)
     except OSError:
         return False
     if b"\0" in raw:
