@@ -91,3 +91,42 @@ def test_a_revocation_while_the_jobmanager_is_being_stopped_is_not_a_lost_leader
              "b8c9d0e1-f2a3-4b4c-9d5e-6f7a8b9c0d1e. Stopping current JobMasterServiceProcess."]
     inc = incident_from_files(tmp_path, {"jobmanager.log": "\n".join(lines) + "\n"})
     assert get_detector(SLUG).detect(inc) == []
+
+
+def test_flink_1_9_wordings_of_grants_and_revocations_are_read(spark):
+    """Up to 1.12 the contenders log their job's name and id or their address, not a leader id."""
+    inc = ingest([str(example(SLUG, "zookeeper-suspended-1.9"))], spark)
+    primary = _primary(inc)
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "zookeeper-session-timeout")
+    assert "was revoked leadership at akka.tcp://" in primary.evidence[0].text
+    # the JobManager, the ResourceManager, the Dispatcher, and the TaskManager twice (its log line, the task's failure)
+    assert primary.details["leadership_losses"] == 5
+    assert "granted again" in primary.summary
+    # 1.9 has no option to tolerate a suspension: no key it would ignore, an upgrade once the incident is over
+    assert not [p for p in primary.patches if p.target == "flink"]
+    upgrade = next(p for p in primary.patches if p.key.startswith("upgrade"))
+    assert not upgrade.urgent and "from 1.14 on" in upgrade.reason
+
+
+def test_a_1_12_revocation_with_the_address_before_the_verb_is_a_lost_leadership(tmp_path):
+    lines = ["2021-08-10 02:00:01,100 WARN  org.apache.flink.runtime.leaderelection.ZooKeeperLeaderElectionDriver [] - "
+             "Connection to ZooKeeper suspended. The contender akka.tcp://flink@jm:6123/user/rpc/jobmanager_2 no longer "
+             "participates in the leader election.",
+             "2021-08-10 02:00:01,130 INFO  org.apache.flink.runtime.jobmaster.JobManagerRunnerImpl [] - JobManager for "
+             f"job Payments (score) v2 ({JOB}) at akka.tcp://flink@jm:6123/user/rpc/jobmanager_2 was revoked leadership."]
+    inc = incident_from_files(tmp_path, {"jobmanager.log": "\n".join(lines) + "\n"}, version="1.12.5")
+    [f] = get_detector(SLUG).detect(inc)
+    assert f.root_cause.slug == "zookeeper-session-timeout"
+    assert "was revoked leadership." in f.evidence[0].text  # the job's name may hold parentheses
+
+
+def test_a_grant_in_two_processes_of_1_9_is_two_leaders(tmp_path):
+    def grant(session):
+        return ("2020-03-04 03:20:11,311 INFO  org.apache.flink.runtime.jobmaster.JobManagerRunner           - "
+                f"JobManager runner for job Orders ETL ({JOB}) was granted leadership with session id {session} at "
+                "akka.tcp://flink@jm:6123/user/jobmanager_0.\n")
+    inc = incident_from_files(tmp_path, {"jm-a/jobmanager.log": grant("4a6e5f1e-2d8a-4b1c-9a6e-1f2d3c4b5a69"),
+                                         "jm-b/jobmanager.log": grant("0d9c8b7a-6f5e-4d3c-2b1a-09f8e7d6c5b4")},
+                              version="1.9.3")
+    from flink_runbooks.evidence.leadership import overlapping_leaders
+    assert len(overlapping_leaders(inc)) == 1

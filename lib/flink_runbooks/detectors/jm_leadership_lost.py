@@ -21,6 +21,7 @@ from flink_runbooks.vocabulary.units import parse_duration_ms
 SLUG = "jm-leadership-lost"
 _ZK_TIMEOUT = "high-availability.zookeeper.client.session-timeout"
 _ZK_TOLERATE = "high-availability.zookeeper.client.tolerate-suspended-connections"
+_UPGRADE_FOR_TOLERANCE = "upgrade to a release that tolerates suspended ZooKeeper connections"
 _K8S = "high-availability.kubernetes.leader-election."
 _BEFORE_S = 120  # HA backend trouble this long before the loss explains it
 
@@ -57,6 +58,21 @@ class JmLeadershipLost(Detector):
                 "1.13 – 2.x", "JobMasterServiceLeadershipRunner#revokeLeadership",
                 "JobMasterServiceLeadershipRunner for job 6f3c2a51d0e84b7a9c1d2e3f4a5b6c7d was revoked leadership with "
                 "leader id 8a1e9f2b-3c4d-5e6f-7a8b-9c0d1e2f3a4b. Stopping current JobMasterServiceProcess."),
+        Wording(SLUG, r"JobManager for job .*? \([0-9a-f]{32}\) (?:at \S+ )?was revoked leadership",
+                "1.5 – 1.12", "JobManagerRunner(Impl)#revokeLeadership (\"... was revoked leadership at <address>.\" in "
+                "1.9.3, \"... at <address> was revoked leadership.\" in 1.12.5)",
+                "JobManager for job Orders ETL (6f3c2a51d0e84b7a9c1d2e3f4a5b6c7d) was revoked leadership at "
+                "akka.tcp://flink@jobmanager-0:6123/user/jobmanager_0."),
+        Wording(SLUG, r"(?:ResourceManager|Dispatcher) \S+ was revoked leadership\.",
+                "1.5 – 1.12", "ResourceManager#revokeLeadership (\"Clearing fencing token.\" follows), "
+                "Dispatcher#revokeLeadership up to 1.9 (checked in 1.9.3 and 1.12.5)",
+                "ResourceManager akka.tcp://flink@jobmanager-0:6123/user/resourcemanager was revoked leadership. "
+                "Clearing fencing token."),
+        Wording(SLUG, r"Connection to ZooKeeper suspended\. The contender \S+ no longer participates in the leader "
+                      r"election",
+                "1.5 – 1.12", "ZooKeeperLeaderElectionService (1.9.3) / ZooKeeperLeaderElectionDriver (1.12.5), WARN",
+                "Connection to ZooKeeper suspended. The contender akka.tcp://flink@jobmanager-0:6123/user/jobmanager_0 "
+                "no longer participates in the leader election."),
         Wording(SLUG, r"Connection to ZooKeeper suspended, waiting for reconnection",
                 "1.13 – 2.x", "ZooKeeperLeaderElectionDriver / ZooKeeperLeaderRetrievalDriver (WARN)",
                 "Connection to ZooKeeper suspended, waiting for reconnection."),
@@ -79,7 +95,7 @@ class JmLeadershipLost(Detector):
                   "Curator 'State change: SUSPENDED'/'LOST', 'Connection to ZooKeeper suspended/lost', 'Client "
                   "session timed out' before the revocation.",
                   patches=("ops:find what paused the JobManager or cut it from ZooKeeper", f"flink:{_ZK_TIMEOUT}",
-                           f"flink:{_ZK_TOLERATE}", "flink:jobmanager.memory.process.size")),
+                           f"flink:{_ZK_TOLERATE}", f"ops:{_UPGRADE_FOR_TOLERANCE}", "flink:jobmanager.memory.process.size")),
         RootCause("kubernetes-api-failure", "Renewing the leader ConfigMap lease failed against the Kubernetes API "
                   "(errors, throttling, timeouts) until the renew deadline passed.",
                   "KubernetesClientException / 'Exception occurred while renewing lock' / 'Renew deadline reached' / "
@@ -123,7 +139,7 @@ class JmLeadershipLost(Detector):
         "note loss": "the leadership was lost here",
         "note suspended job": "the job was suspended with the leadership",
         "note suspended": "the ZooKeeper connection was suspended before the loss",
-        "note session timeout": "the client had not heard from ZooKeeper for longer than the session allows",
+        "note session timeout": "the client heard nothing from ZooKeeper for too long and dropped the connection",
         "note expired": "the session expired: the leader's ephemeral node is gone",
         "note gc": "a {seconds:.1f} s GC pause of the JobManager",
         "note api failure": "the Kubernetes API refused or failed the lease update",
@@ -145,6 +161,9 @@ class JmLeadershipLost(Detector):
         "tolerate suspension": "The connection came back within the session, but a suspension alone revoked the "
                                "leadership; tolerating suspended connections keeps it until the session is actually "
                                "lost.",
+        "upgrade to tolerate": "Flink {version} has no way to keep the leadership through a suspended connection: "
+                               "high-availability.zookeeper.client.tolerate-suspended-connections exists from 1.14 "
+                               "on. Until an upgrade, every ZooKeeper hiccup of this kind suspends the jobs.",
         "heap headroom": "More heap headroom shortens the JobManager's full collections.",
         "check the api server": "Look at the API server's latency and throttling (429, APF) and at other writers of "
                                 "the same ConfigMaps (409 conflicts: a second deployment with the same cluster id, or "
@@ -241,9 +260,13 @@ class JmLeadershipLost(Detector):
             target = max(2 * session_ms, (unheard_ms or 0) * 3 // 2, 120000)
             patches.append(self.flink_patch(
                 incident, _ZK_TIMEOUT, str(-(-target // 10000) * 10000), self.say("longer session")))
-        elif not tolerate:
+        elif not tolerate and _tolerance_exists(incident):
             patches.append(self.flink_patch(
                 incident, _ZK_TOLERATE, "true", self.say("tolerate suspension")))
+        elif not tolerate:
+            patches.append(self.ops_patch(_UPGRADE_FOR_TOLERANCE, self.say("upgrade to tolerate",
+                                                                            version=incident.flink_version),
+                                          urgent=False))
         if gc:
             heap = incident.config.get("jobmanager.memory.process.size")
             if heap:
@@ -310,6 +333,13 @@ def _ts(ev: Event) -> str | None:
         return ev.ts
     m = _UNIFIED_TS.match(ev.message)
     return f"{m['d']} {m['t']}" if m else None
+
+
+def _tolerance_exists(incident: Incident) -> bool:
+    """tolerate-suspended-connections exists from 1.14 on (absent from 1.12.5's HighAvailabilityOptions, present in
+    1.14.6's); an unknown release is given the benefit of the doubt, as most running today have it."""
+    version = incident.version_tuple
+    return version is None or tuple(version[:2]) >= (1, 14)
 
 
 def _shutting_down(incident: Incident, loss: Event) -> bool:

@@ -20,11 +20,23 @@ GRANTED = re.compile(rf"(?P<who>\w+) (?:for job (?P<job>[0-9a-f]{{32}}) )?was gr
                      rf"Resource manager service is granted leadership with session id (?P<rm>{_ID})")
 REVOKED = re.compile(rf"(?P<who>\w+) (?:for job (?P<job>[0-9a-f]{{32}}) )?was revoked (?:the )?leadership with leader id (?P<leader>{_ID})|"
                      rf"Resource manager service is revoked leadership with session id (?P<rm>{_ID})")
+# Up to 1.12 the leader contenders log their job's name and id, or their RPC address (checked in 1.9.3 and 1.12.5):
+# "JobManager runner for job <name> (<id>) was granted leadership with session id <uuid> at <address>.",
+# "JobManager for job <name> (<id>) was revoked leadership at <address>." (1.9; "... (<id>) at <address> was revoked
+# leadership." in 1.12), "ResourceManager|Dispatcher <address> was granted leadership with fencing token <token>" and
+# "... was revoked leadership." (the Dispatcher's own up to 1.9, a runner's since).
+RUNNER_GRANTED = re.compile(rf"JobManager runner for job .*? \((?P<job>[0-9a-f]{{32}})\) was granted leadership with "
+                            rf"session id (?P<leader>{_ID})")
+RUNNER_REVOKED = re.compile(r"JobManager for job .*? \((?P<job>[0-9a-f]{32})\) (?:at \S+ )?was revoked leadership")
+FENCED_GRANTED = re.compile(r"(?P<who>ResourceManager|Dispatcher) \S+ was granted leadership with fencing token "
+                            r"(?P<leader>[0-9a-f-]+)")
+FENCED_REVOKED = re.compile(r"(?P<who>ResourceManager|Dispatcher) \S+ was revoked leadership\.")
 TM_LOST_LEADER = re.compile(rf"JobManager for job (?P<job>[0-9a-f]{{32}}) with leader id (?P<leader>[0-9a-f]{{32}}|{_ID}) lost leadership|"
                             r"Job leader for job id (?P<job2>[0-9a-f]{32}) lost leadership")
 CLIENT_LOST = re.compile(r"Job (?P<job>[0-9a-f]{32}) was not finished by JobManager|Job completed with illegal status: SUSPENDED|"
                          r"Cannot obtain JobMasterGateway because the JobMaster lost leadership")
-LEADERSHIP_LOST = re.compile(re.sub(r"\?P<\w+>", "", rf"{REVOKED.pattern}|{TM_LOST_LEADER.pattern}|{CLIENT_LOST.pattern}"))
+LEADERSHIP_LOST = re.compile(re.sub(r"\?P<\w+>", "", "|".join(p.pattern for p in (
+    REVOKED, RUNNER_REVOKED, FENCED_REVOKED, TM_LOST_LEADER, CLIENT_LOST))))
 FENCING = re.compile(r"Fencing token mismatch|FencingTokenException|"
                      r"does not match the expected job manager leader id")
 # ZooKeeper (Curator and Flink's drivers)
@@ -54,6 +66,7 @@ RENEW_DEADLINE = re.compile(r"Renew deadline reached after (?P<s>\d+) seconds")
 
 SIGNATURES = (
     r"was (?:granted|revoked) (?:the )?leadership with leader id",
+    r"was granted leadership with (?:session id|fencing token)|was revoked leadership(?:\.| at )",
     r"Resource manager service is (?:granted|revoked) leadership",
     r"lost leadership",
     r"was not finished by JobManager|Job completed with illegal status",
@@ -94,7 +107,7 @@ def leadership(incident: Incident) -> Leadership:
         out = Leadership()
         for ev in inc.events:
             text = ev.text
-            if GRANTED.search(ev.message):
+            if grant_of(ev) is not None:
                 out.grants.append(ev)
             if LEADERSHIP_LOST.search(text):
                 out.losses.append(ev)
@@ -119,12 +132,30 @@ def leadership(incident: Incident) -> Leadership:
     return incident.derived("leadership", compute)
 
 
+def grant_of(ev: Event) -> tuple[str, str, str] | None:
+    """(who, job id or '', leader id) of a leadership grant, in any release's wording."""
+    m = GRANTED.search(ev.message)
+    if m:
+        return (m["who"] or "ResourceManager", m["job"] or "", m["leader"] or m["rm"])
+    m = RUNNER_GRANTED.search(ev.message)
+    if m:
+        return ("JobManager", m["job"], m["leader"])
+    m = FENCED_GRANTED.search(ev.message)
+    return (m["who"], "", m["leader"]) if m else None
+
+
+def is_revocation(ev: Event) -> bool:
+    """The process's own leader contender was revoked (not another process's view of a lost leader)."""
+    return any(p.search(ev.message) for p in (REVOKED, RUNNER_REVOKED, FENCED_REVOKED))
+
+
 def leader_of(ev: Event) -> str | None:
-    """The leader id / session id a grant or revocation names."""
-    m = GRANTED.search(ev.message) or REVOKED.search(ev.message)
-    if not m:
-        return None
-    return m["leader"] or m["rm"]
+    """The leader id / session id / fencing token a grant or revocation names."""
+    grant = grant_of(ev)
+    if grant is not None:
+        return grant[2]
+    m = REVOKED.search(ev.message)
+    return (m["leader"] or m["rm"]) if m else None
 
 
 def overlapping_leaders(incident: Incident) -> list[tuple[Event, Event]]:
@@ -133,15 +164,13 @@ def overlapping_leaders(incident: Incident) -> list[tuple[Event, Event]]:
     lead = leadership(incident)
     out = []
     for i, a in enumerate(lead.grants):
-        ma = GRANTED.search(a.message)
+        who_a, job_a, leader_a = grant_of(a)
         for b in lead.grants[i + 1:]:
-            mb = GRANTED.search(b.message)
-            if b.file == a.file or ma["who"] != mb["who"] or (ma["job"] or "") != (mb["job"] or ""):
-                continue
-            if leader_of(a) == leader_of(b):
+            who_b, job_b, leader_b = grant_of(b)
+            if b.file == a.file or who_a != who_b or job_a != job_b or leader_a == leader_b:
                 continue
             revoked_before = any(r.file == a.file and (a.ts or "") <= (r.ts or "") <= (b.ts or "") for r in lead.losses
-                                 if REVOKED.search(r.message))
+                                 if is_revocation(r))
             if not revoked_before:
                 out.append((a, b))
     return out
