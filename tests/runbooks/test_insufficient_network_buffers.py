@@ -120,3 +120,29 @@ def test_example_segment_size_through_spark(spark):
 
 def test_example_healthy_through_spark(spark):
     assert run_detectors(ingest([str(example(SLUG, "healthy-v1.17"))], spark)).findings == []
+
+
+def test_a_pasted_message_without_version_is_answered_in_the_keys_it_names(spark):
+    """A bare excerpt naming taskmanager.network.memory.*: the release is 1.9 or older, so is the advice."""
+    inc = ingest([str(example(SLUG, "ticket-excerpt-legacy-keys-1.9"))], spark)
+    assert inc.version_source.startswith("fingerprint")
+    primary = run_detectors(inc).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "network-at-min")
+    assert [p.key for p in primary.patches if p.target == "flink"] == ["taskmanager.network.memory.min"]
+    assert "+taskmanager.network.memory.min: 82m" in render_config_diff(primary.patches, None, inc.version_tuple)
+
+
+def test_the_same_message_of_1_10_or_later_is_not_taken_for_an_old_release():
+    inc = incident_from_text(failure(65, 38, 2048))  # names taskmanager.memory.network.*
+    from flink_runbooks.collect.ingest import detect_version
+    assert detect_version(inc.events, {}) == (None, None)
+    [finding] = get_detector(SLUG).detect(inc)
+    assert [p.key for p in finding.patches if p.target == "flink"] == [P + "network.min"]
+
+
+def test_before_1_3_the_pool_is_a_count_of_buffers(spark):
+    inc = ingest([str(example(SLUG, "ticket-excerpt-buffer-count-1.2"))], spark)
+    primary = run_detectors(inc).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "buffer-count-too-low")
+    # (2048 - 48 + 120) x 1.25 = 2650 buffers: no memory key those releases do not read
+    assert [(p.key, p.proposed) for p in primary.patches] == [("taskmanager.network.numberOfBuffers", "2650")]

@@ -551,4 +551,10 @@ def detect_version(events: list[Event], files: dict[str, dict]) -> tuple[str | N
         return "1.17", "fingerprint (tolerable-failure message names the reason: 1.17 or newer)"
     if "pekko" in text:
         return "1.18", "fingerprint (Pekko RPC: 1.18 or newer)"
+    if _LEGACY_NETWORK_KEYS in text:
+        # the message prints the keys its release reads (NetworkBufferPool, checked in 1.9.3 and 1.12.5)
+        return "1.9", "fingerprint (the network-buffer message names taskmanager.network.memory.*: 1.9 or older)"
     return None, None
+
+
+_LEGACY_NETWORK_KEYS = "by setting the configuration keys 'taskmanager.network.memory.fraction'"

@@ -21,6 +21,9 @@ INSUFFICIENT = re.compile(
 EXCLUSIVE_TIMEOUT = re.compile(
     r"Timeout triggered when requesting exclusive buffers: The total number of network buffers is currently set to "
     r"(?P<total>\d+) of (?P<size>\d+) bytes each")
+# Before 1.3 the message sends the user to the one key that sized the pool (1.3 to 1.9 name the three
+# taskmanager.network.memory.* keys, 1.10 on the taskmanager.memory.network.* ones).
+BUFFER_COUNT_NAMED = re.compile(r"setting the configuration key '?taskmanager\.network\.numberOfBuffers")
 _SUBTASK = re.compile(r"\((?P<index>\d+)/(?P<parallelism>\d+)\)")
 DEFAULT_SEGMENT = 32 << 10
 MIB = 1 << 20
@@ -75,6 +78,12 @@ class InsufficientNetworkBuffers(Detector):
                   "by default, 2048 buffers) is there.",
                   "The model derives network memory as 'min used' (2048 buffers of 32kb = 64m by default).",
                   patches=("flink:taskmanager.heap.size", "flink:taskmanager.memory.network.min", "flink:taskmanager.memory.*")),
+        RootCause("buffer-count-too-low",
+                  "Before 1.3 the network memory is a fixed count of buffers, taskmanager.network.numberOfBuffers "
+                  "(2048 by default), whatever the TaskManager's size.",
+                  "The message names taskmanager.network.numberOfBuffers as the key to raise (the releases before the "
+                  "network memory fraction).",
+                  patches=("flink:taskmanager.network.numberOfBuffers",)),
         RootCause("high-parallelism-shuffle",
                   "The job's exchanges need more buffers than the fraction-derived network memory holds: an "
                   "all-to-all exchange needs buffers-per-channel x parallelism + floating buffers per gate.",
@@ -87,6 +96,15 @@ class InsufficientNetworkBuffers(Detector):
         Wording("insufficient-network-buffers", r"Insufficient number of network buffers: required \d+, but only \d+ available",
                 "1.3 – 2.x", "NetworkBufferPool#requestMemorySegments / tryRedistributeBuffers",
                 "java.io.IOException: Insufficient number of network buffers: required 408, but only 203 available. The total number of network buffers is currently set to 2048 of 32768 bytes each."),
+        Wording("insufficient-network-buffers", r"You can increase this number by setting the configuration keys "
+                r"'taskmanager\.network\.memory\.fraction', 'taskmanager\.network\.memory\.min', and "
+                r"'taskmanager\.network\.memory\.max'",
+                "1.3 – 1.9", "NetworkBufferPool (the keys are the release's own option keys: checked in 1.9.3; "
+                "taskmanager.memory.network.* in 1.12.5)",
+                "java.io.IOException: Insufficient number of network buffers: required 65, but only 38 available. The "
+                "total number of network buffers is currently set to 2048 of 32768 bytes each. You can increase this "
+                "number by setting the configuration keys 'taskmanager.network.memory.fraction', "
+                "'taskmanager.network.memory.min', and 'taskmanager.network.memory.max'."),
     )
 
     templates = {
@@ -104,6 +122,10 @@ class InsufficientNetworkBuffers(Detector):
         "network-at-min": " The TaskManager is small: its network fraction gives less than network.min, so only the "
                           "min is there.",
         "high-parallelism-shuffle": " Network memory follows its fraction; the job's exchanges simply need more.",
+        "buffer-count-too-low": " This release sizes the network pool as a count of buffers "
+                                "(taskmanager.network.numberOfBuffers), not from the TaskManager's memory.",
+        "count reason": "The pool is a count of buffers on this release: {plan}; each buffer is taken from the "
+                        "TaskManager's memory, so the heap must have room for them.",
         "target": " Target: {plan}.",
         "needed note": "needed {required} buffers, {available} were left of {total} x {segment}",
         "timed out note": "timed out waiting for buffers ({total} x {segment})",
@@ -204,6 +226,8 @@ class InsufficientNetworkBuffers(Detector):
         return [finding]
 
     def _cause(self, incident: Incident, size: int, network_bytes: int, derived) -> str:
+        if any(BUFFER_COUNT_NAMED.search(ev.text) for ev, _ in incident.find(INSUFFICIENT)):
+            return "buffer-count-too-low"
         if size > DEFAULT_SEGMENT:
             return "segment-size-enlarged"
         how = derived.derivation.get("network", "") if derived is not None else ""
@@ -233,6 +257,11 @@ class InsufficientNetworkBuffers(Detector):
         if cause == "segment-size-enlarged":
             changes[SEGMENT_KEY] = None
             segment = DEFAULT_SEGMENT
+        if cause == "buffer-count-too-low":
+            plan = self.say("plan", buffers=target_buffers, segment=size_text(segment),
+                            network=size_text(target_buffers * segment))
+            return [self.flink_patch(incident, "taskmanager.network.numberOfBuffers", str(target_buffers),
+                                     self.say("count reason", plan=plan))], None, plan
         target = math.ceil(target_buffers * segment / MIB) * MIB
         # The message is what the TaskManager had; a model that disagrees describes another configuration.
         model_matches = mem is not None and abs(mem.network - network_bytes) <= MIB
