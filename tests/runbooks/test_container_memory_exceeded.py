@@ -185,3 +185,48 @@ def test_example_oomkilled_without_configuration_through_spark(spark):
     primary = run_detectors(inc).primary
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "undetermined")
     assert "Collect next:" in primary.summary and not [p for p in primary.patches if p.target == "flink"]
+
+
+def _legacy_kill(usage: str, limit: str = "4 GB") -> str:
+    return ("2020-06-11 13:42:51,450 INFO  org.apache.flink.runtime.resourcemanager.ResourceManager      - Closing "
+            f"TaskExecutor connection {C3} because: Container [pid=30412,containerID={C3}] is running beyond physical "
+            f"memory limits. Current usage: {usage} of {limit} physical memory used; 6.1 GB of 8.4 GB virtual memory "
+            "used. Killing container.\n")
+
+
+def test_before_1_10_a_yarn_kill_raises_the_heap_cutoff(spark):
+    inc = ingest([str(example(SLUG, "yarn-heap-cutoff-rocksdb-1.9"))], spark)
+    primary = run_detectors(inc).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "heap-cutoff-too-small")
+    assert "cutoff of 1024 MB (0.25 x the container)" in primary.summary
+    assert "JVM heap 2764 MB" in primary.summary and "RocksDB" in primary.summary
+    # 0.3 GB over x 1.5, at least 256 MB, in 64 MB steps: 1024 + 512 = 1536 MB of 4096 MB
+    assert [(p.key, p.proposed) for p in primary.patches] == [("containerized.heap-cutoff-ratio", "0.38")]
+    assert not any(p.key.startswith(P) for p in primary.patches)  # 1.9 reads no taskmanager.memory.* key
+    assert "+containerized.heap-cutoff-ratio: 0.38" in render_config_diff(primary.patches, inc.config, inc.version_tuple)
+
+
+@pytest.mark.parametrize("config, expected", [
+    # the user's deprecated spelling is kept
+    ({"taskmanager.heap.size": "4096m", "yarn.heap-cutoff-ratio": "0.3"}, [("yarn.heap-cutoff-ratio", "0.37")]),
+    # a 2 GB container: the 600 MB minimum is the cutoff, so the minimum grows
+    ({"taskmanager.heap.mb": "2048"}, [("containerized.heap-cutoff-min", "856")]),
+    # a cutoff beyond half the container: the container grows so the heap keeps its size (1127 MB)
+    ({"taskmanager.heap.size": "2048m", "containerized.heap-cutoff-ratio": "0.45"},
+     [("taskmanager.heap.size", "2304m"), ("containerized.heap-cutoff-ratio", "0.52")]),
+    # both: a 1 GB container whose 600 MB minimum is the cutoff (424 MB of heap kept)
+    ({"taskmanager.heap.mb": "1024"}, [("taskmanager.heap.mb", "1280"), ("containerized.heap-cutoff-min", "856")]),
+])
+def test_the_cutoff_patch_follows_the_configuration(config, expected):
+    gigabytes = int(next(iter(config.values())).rstrip("m")) // 1024
+    inc = incident_from_text(_legacy_kill(f"{gigabytes}.1 GB", f"{gigabytes} GB"), config, "1.9.3")
+    [finding] = get_detector(SLUG).detect(inc)
+    assert finding.root_cause.slug == "heap-cutoff-too-small"
+    assert [(p.key, p.proposed) for p in finding.patches] == expected
+
+
+def test_the_cutoff_model_is_not_used_from_1_10_on():
+    inc = incident_from_text(_legacy_kill("4.1 GB"), {"taskmanager.heap.size": "4096m"}, "1.10.3")
+    [finding] = get_detector(SLUG).detect(inc)
+    assert finding.root_cause.slug != "heap-cutoff-too-small"
+    assert not any("cutoff" in p.key for p in finding.patches)

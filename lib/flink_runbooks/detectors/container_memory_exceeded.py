@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 
 from flink_runbooks.evidence.memory import MemoryConfigError, TaskManagerMemory, derive_jobmanager_memory, derive_taskmanager_memory, grow_pool
-from flink_runbooks.evidence.memory.incident import (KILL_SIGNATURES, STATE_BACKEND_SIGNATURES, ContainerKill, apply_changes,
+from flink_runbooks.evidence.memory.incident import (KILL_SIGNATURES, MODEL_SINCE, STATE_BACKEND_SIGNATURES, ContainerKill, apply_changes,
                                breakdown_rows, config_evidence, container_memory_kills, deployment_of,
                                distinct_containers,
                                effective_taskmanager_memory, model_applies, rocksdb_fix, rocksdb_memory, size_text,
@@ -23,6 +24,16 @@ OVERHEAD_DEFAULTS = {"taskmanager.memory.jvm-overhead.fraction": 0.1, "taskmanag
 OVERHEAD_DEFAULT_MAX = 1 << 30
 EXCESS_MARGIN = 1.5  # observed excess x margin: the usage kept growing after the sample YARN reports
 VMEM_RATIO_MARGIN = 1.2
+# Before 1.10 a YARN container holds the JVM heap and a cutoff: everything else (metaspace, thread stacks, direct and
+# native memory, RocksDB) must fit into max(containerized.heap-cutoff-min, ratio x container). Defaults and keys from
+# ResourceManagerOptions of the 1.9.3 jar (yarn.heap-cutoff-* are their deprecated spellings).
+CUTOFF_RATIO, CUTOFF_MIN = "containerized.heap-cutoff-ratio", "containerized.heap-cutoff-min"
+LEGACY_CUTOFF_KEYS = {CUTOFF_RATIO: "yarn.heap-cutoff-ratio", CUTOFF_MIN: "yarn.heap-cutoff-min"}
+DEFAULT_CUTOFF_RATIO, DEFAULT_CUTOFF_MIN_MB = 0.25, 600
+MAX_CUTOFF_RATIO = 0.5  # beyond this the heap shrinks too far: the container must grow instead
+# YarnResourceManager (1.5 - 1.9) before it asks YARN for a TaskManager container
+LEGACY_CONTAINER = re.compile(r"will be started with container size (?P<container>\d+) MB, JVM heap size (?P<heap>\d+) "
+                              r"MB, JVM direct memory limit (?P<direct>\d+) MB")
 
 
 class ContainerMemoryExceeded(Detector):
@@ -32,7 +43,7 @@ class ContainerMemoryExceeded(Detector):
     meaning = ("YARN, Kubernetes or the kernel killed a Flink container because the process used more memory than "
                "the container's limit: native memory outside Flink's budget, not a Java OutOfMemoryError.")
     exception_classes = ()
-    versions = "1.10 – 2.x (the budget analysis uses the FLIP-49 model; the kill lines are the platform's)"
+    versions = "1.5 – 2.x (the FLIP-49 budget from 1.10, the YARN heap cutoff before; the kill lines are the platform's)"
     layer = 0
     config_keys = (
         "taskmanager.memory.process.size",
@@ -45,7 +56,8 @@ class ContainerMemoryExceeded(Detector):
         "state.backend.rocksdb.memory.fixed-per-slot",
         "taskmanager.numberOfTaskSlots",
     )
-    signatures = (*KILL_SIGNATURES, *STATE_BACKEND_SIGNATURES, r"TaskExecutorProcessSpec \{")
+    signatures = (*KILL_SIGNATURES, *STATE_BACKEND_SIGNATURES, r"TaskExecutorProcessSpec \{",
+                  r"will be started with container size \d+ MB, JVM heap size")
     root_causes = (
         RootCause("yarn-virtual-memory-check",
                   "YARN's virtual memory check killed the container although its physical memory was within the "
@@ -79,6 +91,15 @@ class ContainerMemoryExceeded(Detector):
                   patches=("flink:taskmanager.memory.jvm-overhead.max", "flink:taskmanager.memory.jvm-overhead.min",
                            "flink:taskmanager.memory.process.size",
                            "ops:containerized.taskmanager.env.MALLOC_ARENA_MAX", "flink:taskmanager.memory.*")),
+        RootCause("heap-cutoff-too-small",
+                  "Before Flink 1.10, everything a YARN TaskManager uses besides its JVM heap (metaspace, threads, "
+                  "direct and native memory, RocksDB) must fit into the container's cutoff, 25 % of the container "
+                  "(at least 600 MB) by default; it did not.",
+                  "A kill for physical memory on YARN by a release before 1.10 (start-up banner or legacy "
+                  "taskmanager.heap.size configuration); the container size from the configuration or "
+                  "YarnResourceManager's 'will be started with container size' line.",
+                  patches=(f"flink:{CUTOFF_RATIO}", f"flink:{CUTOFF_MIN}", "flink:yarn.heap-cutoff-ratio",
+                           "flink:yarn.heap-cutoff-min", "flink:taskmanager.heap.size", "flink:taskmanager.heap.mb")),
         RootCause("node-memory-pressure-eviction",
                   "Kubernetes evicted the pod because the node ran short of memory and the pod used more than its "
                   "memory request.",
@@ -129,6 +150,19 @@ class ContainerMemoryExceeded(Detector):
         "default overhead": "default 192m-1g",
         "undetermined": "Root cause undetermined: without the TaskManager's memory configuration nothing shows which "
                         "pool (JVM overhead, RocksDB, the container limit) was outside the budget.",
+        "heap-cutoff-too-small": "On Flink {version} the JVM heap gets the {container} container less a cutoff of "
+                                 "{cutoff} ({how}){jvm}; metaspace, threads, direct and native memory{rocksdb} must "
+                                 "fit into it, and they needed {excess} more.",
+        "unknown excess": "an unknown amount",
+        "cutoff by ratio": "{ratio} x the container",
+        "cutoff by min": "the minimum of {minimum} MB, above {ratio} x the container",
+        "jvm sizes": " (YarnResourceManager: JVM heap {heap} MB, direct memory limit {direct} MB)",
+        "rocksdb before 1.10": ", and RocksDB, which no release before 1.10 bounds,",
+        "raise cutoff": "A cutoff of {after} ({before} now) leaves the native memory room for what it used plus a "
+                        "margin; the JVM heap shrinks by as much inside the same container.",
+        "raise container": "The cutoff would take more than half of the container: grow the container to {size} "
+                           "so that the JVM heap keeps its size beside the larger cutoff (on YARN this key sizes the "
+                           "container).",
         "native-memory-outside-budget": "The overhead was already raised above Flink's defaults and native memory "
                                         "outgrew it anyway: look for glibc arenas or a native leak before adding "
                                         "more.",
@@ -209,7 +243,8 @@ class ContainerMemoryExceeded(Detector):
                 ev = config_evidence(incident, key, self.say("note rocksdb"))
                 if ev is not None:
                     evidence.append(ev)
-        finding = self.finding(cause, summary, [], confidence=0.9 if mem is not None else 0.4, patches=patches,
+        confidence = 0.9 if mem is not None else 0.8 if cause == "heap-cutoff-too-small" else 0.4
+        finding = self.finding(cause, summary, [], confidence=confidence, patches=patches,
                                details=details)
         finding.evidence = evidence[:8]
         finding.first_seen = earliest_ts([k.event for k in kills] + [ev for k in kills for ev in k.supporting])
@@ -225,6 +260,8 @@ class ContainerMemoryExceeded(Detector):
         tm_kills = [k for k in kills if k.kind != "virtual" and not _jobmanager(k)]
         if all(k.kind == "evicted" for k in tm_kills):
             return "node-memory-pressure-eviction"
+        if _legacy_yarn(incident, tm_kills) is not None:
+            return "heap-cutoff-too-small"
         limits = [k.physical_limit for k in tm_kills if k.physical_limit]
         if mem is not None and limits and min(limits) < mem.process - MIB:
             return "container-smaller-than-process"
@@ -272,6 +309,8 @@ class ContainerMemoryExceeded(Detector):
             return patches, None
         if cause == "jobmanager-container":
             return self._jobmanager_patches(incident, kills), None
+        if cause == "heap-cutoff-too-small":
+            return self._cutoff_patches(incident, kills), None
         if cause == "node-memory-pressure-eviction":
             patches.append(self.ops_patch(
                 "TaskManager pod memory request",
@@ -331,6 +370,26 @@ class ContainerMemoryExceeded(Detector):
             patches = [p for p in patches if p.target != "flink"]
         return patches, after
 
+    def _cutoff_patches(self, incident: Incident, kills: list[ContainerKill]):
+        cut = _legacy_yarn(incident, [k for k in kills if not _jobmanager(k)])
+        wanted = cut.cutoff_mb + self._growth(kills, None) // MIB
+        heap = cut.container_mb - cut.cutoff_mb
+        container = cut.container_mb
+        patches = []
+        if wanted / container > MAX_CUTOFF_RATIO:
+            # the heap keeps its size: the container grows by what the cutoff needs
+            container = math.ceil((heap + wanted) / 256) * 256
+            value = str(container) if cut.heap_key.endswith(".mb") else f"{container}m"
+            patches.append(self.flink_patch(incident, cut.heap_key, value, self.say("raise container", size=value)))
+        if max(cut.min_mb, cut.ratio * container) < wanted:
+            why = self.say("raise cutoff", after=f"{wanted} MB", before=f"{cut.cutoff_mb} MB")
+            if cut.ratio * container >= cut.min_mb:
+                ratio = math.ceil(wanted / container * 100) / 100
+                patches.append(self.flink_patch(incident, cut.spelled(incident, CUTOFF_RATIO), f"{ratio:.2f}", why))
+            else:
+                patches.append(self.flink_patch(incident, cut.spelled(incident, CUTOFF_MIN), str(wanted), why))
+        return patches
+
     def _jobmanager_patches(self, incident: Incident, kills: list[ContainerKill]):
         conf = user_memory_config(incident)
         deployment = deployment_of(incident)
@@ -376,12 +435,82 @@ class ContainerMemoryExceeded(Detector):
                                       limit=size_text(kill.physical_limit)))
         elif cause == "rocksdb-native-memory":
             sentences.append(self.say(cause, described=rocksdb_memory(incident, mem).describe()))
+        elif cause == "heap-cutoff-too-small":
+            cut = _legacy_yarn(incident, [k for k in kills if not _jobmanager(k)])
+            how = (self.say("cutoff by ratio", ratio=f"{cut.ratio:.2f}") if cut.cutoff_mb > cut.min_mb
+                   else self.say("cutoff by min", minimum=cut.min_mb, ratio=f"{cut.ratio:.2f}"))
+            jvm = self.say("jvm sizes", heap=cut.heap_mb, direct=cut.direct_mb) if cut.heap_mb else ""
+            excess = max((k.excess for k in kills if k.excess), default=None)
+            sentences.append(self.say(cause, version=incident.flink_version or "<1.10", container=f"{cut.container_mb} MB",
+                                      cutoff=f"{cut.cutoff_mb} MB", how=how, jvm=jvm,
+                                      rocksdb=self.say("rocksdb before 1.10") if cut.rocksdb else "",
+                                      excess=size_text(excess) if excess else self.say("unknown excess")))
         elif cause == "jvm-overhead-too-small":
             sentences.append(self.say(cause, overhead=size_text(mem.overhead) if mem
                                       else self.say("default overhead")))
         elif cause in ("container-smaller-than-process", "undetermined", "native-memory-outside-budget"):
             sentences.append(self.say(cause))
         return " ".join(sentences)
+
+
+@dataclass
+class _LegacyCutoff:
+    """A YARN TaskManager container of a release before 1.10: its size and cutoff as the configuration sets them."""
+
+    container_mb: int
+    ratio: float
+    min_mb: int
+    heap_key: str
+    heap_mb: int | None = None
+    direct_mb: int | None = None
+    rocksdb: bool = False
+
+    @property
+    def cutoff_mb(self) -> int:
+        return max(self.min_mb, int(self.ratio * self.container_mb))
+
+    @staticmethod
+    def spelled(incident: Incident, key: str) -> str:
+        """The user's spelling when the configuration uses the deprecated yarn.* key."""
+        legacy = LEGACY_CUTOFF_KEYS[key]
+        return legacy if incident.config.get(legacy) is not None and incident.config.get(key) is None else key
+
+
+def _legacy_yarn(incident: Incident, kills: list[ContainerKill]) -> _LegacyCutoff | None:
+    """The cutoff model of a YARN kill on a release before 1.10, or None (another release, platform, or no size)."""
+    version = incident.version_tuple
+    config = incident.config
+    heap_key = next((k for k in ("taskmanager.heap.size", "taskmanager.heap.mb") if config.get(k)), None)
+    legacy = (tuple(version[:2]) < MODEL_SINCE if version
+              else heap_key is not None and not config.get("taskmanager.memory.process.size"))
+    if not legacy or not kills or any(k.platform != "yarn" or k.kind != "physical" for k in kills):
+        return None
+    logged = next((m for ev in incident.events for m in [LEGACY_CONTAINER.search(ev.message)] if m), None)
+    if logged:
+        container_mb = int(logged["container"])
+    elif heap_key == "taskmanager.heap.mb":
+        container_mb = int(config.get_int(heap_key) or 0)
+    elif heap_key:
+        container_mb = (parse_memory_size(config.get(heap_key)) or 0) // MIB
+    else:
+        container_mb = max((k.physical_limit or 0) for k in kills) // MIB
+    if container_mb <= 0:
+        return None
+
+    def setting(key: str, default: float) -> float:
+        value = config.get(key) or config.get(LEGACY_CUTOFF_KEYS[key])
+        try:
+            return float(value) if value is not None else default
+        except ValueError:
+            return default
+
+    backend = (config.get("state.backend") or "").lower()
+    return _LegacyCutoff(container_mb=container_mb, ratio=setting(CUTOFF_RATIO, DEFAULT_CUTOFF_RATIO),
+                         min_mb=int(setting(CUTOFF_MIN, DEFAULT_CUTOFF_MIN_MB)),
+                         heap_key=heap_key or "taskmanager.heap.size",
+                         heap_mb=int(logged["heap"]) if logged else None,
+                         direct_mb=int(logged["direct"]) if logged else None,
+                         rocksdb="rocksdb" in backend)
 
 
 def _jobmanager(kill: ContainerKill) -> bool:
