@@ -175,3 +175,22 @@ def test_healthy_and_near_miss_incidents_give_nothing(spark):
     for name in ("healthy", "resubmissions-metaspace-reclaimed"):
         inc = ingest([str(example(SLUG, name))], spark)
         assert get_detector(SLUG).detect(inc) == [], name
+
+
+def test_before_1_10_the_limit_is_the_jvm_option_and_only_its_value_changes(spark):
+    inc = ingest([str(example(SLUG, "max-metaspace-in-java-opts-1.9"))], spark)
+    primary = run_detectors(inc).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "metaspace-too-small")
+    assert "192m, -XX:MaxMetaspaceSize in env.java.opts.taskmanager" in primary.summary
+    assert [(p.key, p.proposed) for p in primary.patches] == [
+        ("env.java.opts.taskmanager", "-XX:+UseG1GC -XX:MaxMetaspaceSize=384m")]  # the G1 option kept
+
+
+def test_before_1_10_without_the_jvm_options_no_size_is_guessed(tmp_path):
+    from corpus import incident_from_files
+    log = ("2020-05-02 11:00:00,000 INFO  org.apache.flink.runtime.taskmanager.Task                     - Map (1/4) "
+           "(6c1a2b3c4d5e6f708192a3b4c5d6e7f8) switched from RUNNING to FAILED.\njava.lang.OutOfMemoryError: Metaspace\n")
+    inc = incident_from_files(tmp_path, {"taskmanager.log": log}, version="1.9.3")
+    [finding] = get_detector(SLUG).detect(inc)
+    assert "size unknown" in finding.summary and "JVM options the incident does not hold" in finding.summary
+    assert not [p for p in finding.patches if p.target == "flink"]

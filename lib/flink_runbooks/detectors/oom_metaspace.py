@@ -7,13 +7,19 @@ from flink_runbooks.evidence.memory import oom
 from flink_runbooks.evidence.episodes import episodes, fault_text
 from flink_runbooks.evidence.memory import MemoryConfigError
 from flink_runbooks.model import Event, Finding, Incident, Patch, RootCause
-from flink_runbooks.vocabulary.units import format_size
+from flink_runbooks.evidence.memory.incident import model_applies
+from flink_runbooks.vocabulary.units import format_size, parse_memory_size
 from flink_runbooks.detectors.base import Detector
 from flink_runbooks.vocabulary.lifecycle import JOB_RUNNING
 from flink_runbooks.vocabulary.wordings import Wording
 
 RESTART_LOOP = 3  # restarts before the OOM from which the restarts, not the job's size, explain it
 CLOSED_CLASSLOADER = re.compile(r"Trying to access closed classloader")
+# Before 1.10 Flink sets no metaspace limit: the JVM's is unbounded unless the user's JVM options set one.
+MAX_METASPACE = re.compile(r"-XX:MaxMetaspaceSize=(?P<size>\d+[kKmMgG]?)")
+_ENV_KEYS = {"taskmanager": ("env.java.opts.taskmanager", "env.java.opts"),
+             "jobmanager": ("env.java.opts.jobmanager", "env.java.opts")}
+_JVM_OPTS = tuple(f"flink:{k}" for k in ("env.java.opts.taskmanager", "env.java.opts.jobmanager", "env.java.opts"))
 
 # Flink's enriched OutOfMemoryError message (TaskManager, 1.12+).
 TM_METASPACE_MESSAGE = ("java.lang.OutOfMemoryError: Metaspace. The metaspace out-of-memory error has occurred. This can mean two "
@@ -51,12 +57,12 @@ class OomMetaspace(Detector):
                   "Several job submissions to the same session cluster before the OOM, or 'Trying to access closed "
                   "classloader' warnings.",
                   patches=("flink:taskmanager.memory.jvm-metaspace.size", "flink:taskmanager.memory.process.size",
-                           "ops:stop the class-loader leak", "flink:taskmanager.memory.*")),
+                           "ops:stop the class-loader leak", "flink:taskmanager.memory.*", *_JVM_OPTS)),
         RootCause("restart-loop-leak", "The job restarted many times, and each attempt left its classes behind: the "
                   "restarts drive the leak.",
                   f"{RESTART_LOOP} or more RESTARTING cycles of the job before the OOM.",
                   patches=("flink:taskmanager.memory.jvm-metaspace.size", "flink:taskmanager.memory.process.size",
-                           "ops:fix the restarts", "flink:taskmanager.memory.*")),
+                           "ops:fix the restarts", "flink:taskmanager.memory.*", *_JVM_OPTS)),
         RootCause("undetermined", "The metaspace ran out, but the logs do not reach back to the job's start: "
                   "earlier submissions or restarts (a leak) cannot be ruled out.",
                   "A metaspace OOM without the job's or the process's start in the logs.",
@@ -70,7 +76,8 @@ class OomMetaspace(Detector):
                   "connectors and formats, code-generated SQL operators).",
                   "The OOM comes on the first attempt, without earlier submissions or restarts.",
                   patches=("flink:jobmanager.memory.jvm-metaspace.size", "flink:jobmanager.memory.process.size",
-                           "flink:taskmanager.memory.jvm-metaspace.size", "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*", "flink:jobmanager.memory.*")),
+                           "flink:taskmanager.memory.jvm-metaspace.size", "flink:taskmanager.memory.process.size", "flink:taskmanager.memory.*", "flink:jobmanager.memory.*",
+                           *_JVM_OPTS)),
     )
 
     wordings = (
@@ -83,6 +90,9 @@ class OomMetaspace(Detector):
     )
 
     templates = {
+        "size unknown": "size unknown",
+        "legacy limit": "Before 1.10 Flink sets no metaspace limit of its own: this one is the JVM option, and only its "
+                        "value changes.",
         "head": "The {role}'s metaspace ({metaspace}, {source}) ran out {occurrences} time(s){fatal}. ",
         "fatal": " and took the process down",
         "classloader-leak": "{told}: class loaders of earlier jobs or attempts stay in the metaspace. More metaspace "
@@ -130,7 +140,8 @@ class OomMetaspace(Detector):
         jm = first.process == "jobmanager"
         metaspace, source = self._metaspace(incident, jm)
         first_fault = self._first_fault(incident, restarts)
-        summary = self.say("head", role="JobManager" if jm else "TaskManager", metaspace=oom.mib_text(metaspace),
+        summary = self.say("head", role="JobManager" if jm else "TaskManager",
+                           metaspace=oom.mib_text(metaspace) if metaspace else self.say("size unknown"),
                            source=source, occurrences=len(found), fatal=self.say("fatal") if first.fatal else "")
         if cause == "classloader-leak":
             names = sorted({name for _, _, name in submissions if name})
@@ -186,6 +197,12 @@ class OomMetaspace(Detector):
 
     @staticmethod
     def _metaspace(incident: Incident, jm: bool) -> tuple[int | None, str]:
+        if not model_applies(incident):
+            limit = _legacy_limit(incident, "jobmanager" if jm else "taskmanager")
+            if limit is None:
+                return None, (f"no -XX:MaxMetaspaceSize in the incident: Flink {incident.flink_version} sets none, so "
+                              "one is set in JVM options the incident does not hold")
+            return parse_memory_size(limit[1]), f"-XX:MaxMetaspaceSize in {limit[0]}"
         if jm:
             mem, source = oom.jobmanager_memory(incident)
             return (mem.metaspace or None) if mem else None, source
@@ -225,6 +242,17 @@ class OomMetaspace(Detector):
               stopgap: bool) -> list[Patch]:
         why = self.say("grow", factor=factor, before=oom.mib_text(metaspace),
                        after=oom.mib_text(int((metaspace or 0) * factor)), stopgap=self.say("stopgap") if stopgap else "")
+        if not model_applies(incident):
+            limit = _legacy_limit(incident, "jobmanager" if jm else "taskmanager")
+            if limit is None or metaspace is None:
+                return []
+            where, size, opts = limit
+            larger = f"-XX:MaxMetaspaceSize={-(-int(metaspace * factor) // (1 << 20))}m"
+            # the user's own JVM options, with only the limit changed (a logged flag without the file: the flag alone)
+            value = MAX_METASPACE.sub(larger, opts, count=1) if opts else larger
+            key = where if where in _ENV_KEYS["jobmanager" if jm else "taskmanager"] else _ENV_KEYS[
+                "jobmanager" if jm else "taskmanager"][0]
+            return [self.flink_patch(incident, key, value, why + " " + self.say("legacy limit"))]
         try:
             if jm:
                 changes = oom.grow_jobmanager_pool(incident, "metaspace", factor)
@@ -236,3 +264,19 @@ class OomMetaspace(Detector):
         except (ValueError, MemoryConfigError):
             return []
         return [self.flink_patch(incident, key, value, why) for key, value in changes.items()]
+
+
+def _legacy_limit(incident: Incident, role: str) -> tuple[str, str, str | None] | None:
+    """Where a release before 1.10 got its metaspace limit: (the configuration key or 'the JVM options logged at
+    start-up', the size, the whole option string when it is the configuration's)."""
+    for key in _ENV_KEYS[role]:
+        opts = incident.config.get(key)
+        m = MAX_METASPACE.search(opts or "")
+        if m:
+            return key, m["size"], opts
+    for ev in incident.events:
+        if ev.role == role or ev.role == "unknown":
+            m = MAX_METASPACE.search(ev.message)
+            if m:
+                return "the JVM options logged at start-up", m["size"], None
+    return None
