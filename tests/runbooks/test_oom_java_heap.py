@@ -256,3 +256,22 @@ def test_moving_heap_state_to_rocksdb_gives_managed_memory_back(tmp_path):
     assert finding.root_cause.slug == "heap-state-backend"
     managed = next(p for p in finding.patches if p.key == "taskmanager.memory.managed.fraction")
     assert managed.proposed is None and managed.current == "0.1"
+
+
+def test_before_1_10_the_heap_and_the_state_backend_key_are_those_of_the_release(tmp_path):
+    from corpus import incident_from_files
+    head = "2020-05-02 10:00:00,{} INFO  org.apache.flink.runtime.taskexecutor.TaskManagerRunner       -  {}"
+    log = "\n".join([
+        head.format("001", "Starting TaskManager (Version: 1.9.3, Rev:6d23b2c, Date:21.04.2020 @ 09:59:24 CST)"),
+        head.format("100", "Maximum heap size: 922 MiBytes"),
+        "2020-05-02 11:00:00,000 INFO  org.apache.flink.runtime.taskmanager.Task                     - Window (1/4) "
+        "(6c1a2b3c4d5e6f708192a3b4c5d6e7f8) switched from RUNNING to FAILED.",
+        "java.lang.OutOfMemoryError: Java heap space",
+        "\tat org.apache.flink.runtime.state.heap.CopyOnWriteStateTable.put(CopyOnWriteStateTable.java:320)",
+        "\tat org.apache.flink.runtime.taskmanager.Task.run(Task.java:711)"]) + "\n"
+    inc = incident_from_files(tmp_path, {"taskmanager.log": log, "flink-conf.yaml": "taskmanager.heap.size: 1024m\n"})
+    [finding] = get_detector("oom-java-heap").detect(inc)
+    assert finding.root_cause.slug == "heap-state-backend"
+    assert "922m of JVM heap shared by all the TaskManager's slots" in finding.summary
+    assert "state.backend not set" in finding.summary and "state.backend.type" not in finding.summary
+    assert "managed memory the heap backend leaves idle" not in finding.summary  # no managed memory for RocksDB in 1.9

@@ -5,9 +5,9 @@ import re
 
 from flink_runbooks.evidence.memory import oom
 from flink_runbooks.evidence.memory import MemoryConfigError
-from flink_runbooks.evidence.memory.incident import STATE_BACKEND_SIGNATURES
+from flink_runbooks.evidence.memory.incident import STATE_BACKEND_SIGNATURES, deployment_of, model_applies
 from flink_runbooks.model import Event, Finding, Incident, Patch, RootCause
-from flink_runbooks.vocabulary.units import format_size
+from flink_runbooks.vocabulary.units import format_size, parse_memory_size
 from flink_runbooks.detectors.base import Detector, version_key
 from flink_runbooks.vocabulary.wordings import Wording
 
@@ -59,6 +59,7 @@ class OomJavaHeap(Detector):
     signatures = (
         r"OutOfMemoryError: (?:Java heap space|GC overhead limit exceeded|Requested array size exceeds VM limit)",
         r"Checkpoint storage is set to",
+        r"Maximum heap size: \d+ MiBytes",
         *STATE_BACKEND_SIGNATURES,
         *oom.CONTEXT_SIGNATURES,
     )
@@ -123,6 +124,10 @@ class OomJavaHeap(Detector):
                 "State backend: {backend} ({backend_source}).",
         "uptimes": " after running {times}",
         "heap": "{task_heap} task heap ({slots} slot(s), {per_slot} per slot) in a {process} TaskManager ({source})",
+        "legacy heap": "{heap} of JVM heap shared by all the TaskManager's slots ({source})",
+        "heap-state-backend legacy": "The state kept on the heap outgrew the heap: move it to RocksDB (off-heap, "
+                                     "spills to disk). Before 1.10 RocksDB's memory is not bounded by Flink: leave "
+                                     "room for it outside the heap (on YARN, in the heap cutoff).",
         "heap unknown": "unknown (no memory settings or start-up breakdown in the incident)",
         "checkpoints": " Checkpoints: {completed} completed, {first} → {last}.",
         "in state backend": "It was thrown in the heap state backend ({frame}).",
@@ -237,6 +242,9 @@ class OomJavaHeap(Detector):
 
         mem = sizing.memory
         heap_text = self.say("heap unknown")
+        legacy_heap = None if model_applies(incident) else _legacy_heap(incident)
+        if legacy_heap is not None:
+            heap_text = self.say("legacy heap", heap=oom.mib_text(legacy_heap[0]), source=legacy_heap[1])
         if mem is not None:
             heap_text = self.say("heap", task_heap=oom.mib_text(mem.task_heap), slots=sizing.slots,
                                  per_slot=oom.mib_text(sizing.per_slot("task_heap")),
@@ -258,7 +266,9 @@ class OomJavaHeap(Detector):
         if growth.completed:
             summary += self.say("checkpoints", completed=growth.completed, first=format_size(growth.first_bytes),
                                 last=format_size(growth.last_bytes))
-        summary += " " + (self.say("single array") if single_array else self.say(cause))
+        summary += " " + (self.say("single array") if single_array
+                          else self.say("heap-state-backend legacy") if cause == "heap-state-backend" and not
+                          model_applies(incident) else self.say(cause))
         patches = self._taskmanager_patches(incident, cause, sizing, backend, single_array, frames)
         evidence: list[Event] = [first.event]
         notes = {0: self.say("oom note", process=first.process, fatal=", fatal" if first.fatal else "", where=where)}
@@ -471,3 +481,20 @@ class OomJavaHeap(Detector):
         if len(oom.submissions_before(incident, None)) > 1:
             patches.append(self.ops_patch("one job per cluster", self.say("one job per cluster"), urgent=False))
         return patches
+
+
+_MAX_HEAP_LOGGED = re.compile(r"Maximum heap size: (?P<mib>\d+) MiBytes")
+
+
+def _legacy_heap(incident: Incident) -> tuple[int, str] | None:
+    """A TaskManager's heap before 1.10: its start-up line, else taskmanager.heap.size (which on YARN is the whole
+    container, so the start-up line wins)."""
+    for ev in incident.events:
+        m = _MAX_HEAP_LOGGED.search(ev.message)
+        if m and ev.role == "taskmanager":
+            return int(m["mib"]) << 20, f"{ev.file.rsplit('/', 1)[-1]}:{ev.line}"
+    if deployment_of(incident) != "standalone":
+        return None  # the key sizes the container there, not the heap
+    cv = incident.config.lookup("taskmanager.heap.size")
+    size = parse_memory_size(cv.value) if cv else None
+    return (size, f"{cv.key}: {cv.value}") if size else None

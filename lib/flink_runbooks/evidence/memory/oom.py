@@ -37,6 +37,7 @@ from flink_runbooks.evidence.memory import (MIB, JobManagerMemory, MemoryConfigE
 from flink_runbooks.evidence.memory.incident import (STATE_BACKEND_IN_LOG, deployment_of, effective_taskmanager_memory, model_applies,
                               user_memory_config)
 from flink_runbooks.model import ChainLink, Event, Incident
+from flink_runbooks.vocabulary import keys
 from flink_runbooks.vocabulary.units import format_size, parse_memory_size
 from flink_runbooks.vocabulary.lifecycle import (
     GLOBAL_FAILURE, JOB_FAILOVER, JOB_RUNNING, JOB_STATE, RECOVERY_SUPPRESSED, TASK_FAILED, TASK_RUNNING)
@@ -331,7 +332,10 @@ def state_backend(incident: Incident) -> tuple[str, str]:
         return kind, f"{ev.file.rsplit('/', 1)[-1]}:{ev.line}: {ev.message.strip()[:120]}"
     cv = incident.config.lookup("state.backend.type")
     if cv is None:
-        return "heap", "state.backend.type not set: Flink's default is the heap (hashmap) backend"
+        version = incident.version_tuple
+        key = keys.name_for("state.backend.type", version) if version else "state.backend.type"
+        default = "hashmap" if not version or tuple(version[:2]) >= (1, 13) else "memory"
+        return "heap", f"{key} not set: Flink's default is the heap ({default}) backend"
     value = cv.value.strip().lower()
     if value in HEAP_BACKENDS or "hashmap" in value or "fsstatebackend" in value or "memorystatebackend" in value:
         return "heap", f"{cv.key}: {cv.value} ({cv.source})"
