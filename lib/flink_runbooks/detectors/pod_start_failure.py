@@ -57,7 +57,7 @@ CONFIG_ERROR = re.compile(r"CreateContainerConfigError|FailedMount|CreateContain
 CRASH = re.compile(r"CrashLoopBackOff|Back-off restarting failed container|RunContainerError")
 # a termination as the pod records (parse.kubernetes) and Flink's ActiveResourceManager print it
 TERMINATED = re.compile(r"Terminated: Reason: (?P<reason>\w+), Exit Code: (?P<code>-?\d+)"
-                        r"(?:, started (?P<started>\S+))?(?:, finished (?P<finished>\S+))?")
+                        r"(?:, started (?P<started>[^\s,]+))?(?:, finished (?P<finished>[^\s,]+))?")
 FLINK_TERMINATED = re.compile(r"Worker (?P<pod>[\w.-]+) is terminated\. Diagnostics: Pod terminated, container "
                               r"termination statuses: \[(?P<container>[\w.-]+)\(exitCode=(?P<code>-?\d+), "
                               r"reason=(?P<reason>\w+), message=(?P<message>[^\]]*)\)")
