@@ -227,7 +227,6 @@ class PodStartFailure(Detector):
         "waiting flink": " Flink waits for the slots this pod would bring (no-resource-available is the consequence).",
         "note refused": "Kubernetes: {what}",
         "note flink": "Flink's side of it",
-        "note healthy": "the pod did start later",
         # patches and actions
         "quota action": "The namespace's ResourceQuota {quota} has {left} left of {resource} and the pod asks "
                         "{requested}: raise the quota's hard limit (or free it by stopping another workload) so the "
