@@ -54,7 +54,7 @@ IMAGE_MISSING = re.compile(r"(?i)manifest unknown|not found|does not exist|NotFo
                            r"invalid reference format")
 MISSING_OBJECT = re.compile(r"(?P<kind>configmap|secret)s? \\?\"(?P<name>[\w.-]+)\\?\" not found")
 CONFIG_ERROR = re.compile(r"CreateContainerConfigError|FailedMount|CreateContainerError")
-CRASH = re.compile(r"CrashLoopBackOff|Back-off restarting failed container|RunContainerError")
+CRASH = re.compile(r"CrashLoopBackOff|[Bb]ack-off (?:\d+[\dhms]* )?restarting failed container|RunContainerError")
 # a termination as the pod records (parse.kubernetes) and Flink's ActiveResourceManager print it
 TERMINATED = re.compile(r"Terminated: Reason: (?P<reason>\w+), Exit Code: (?P<code>-?\d+)"
                         r"(?:, started (?P<started>[^\s,]+))?(?:, finished (?P<finished>[^\s,]+))?")
@@ -111,7 +111,7 @@ class PodStartFailure(Detector):
         r"FailedScheduling|cannot be scheduled|nodes are available",
         r"ErrImagePull|ImagePullBackOff|InvalidImageName|Failed to pull image|Back-off pulling image",
         r"CreateContainerConfigError|CreateContainerError|FailedMount|RunContainerError",
-        r"CrashLoopBackOff|Back-off restarting failed container|OOMKilled",
+        r"CrashLoopBackOff|[Bb]ack-off (?:\d+[\dhms]* )?restarting failed container|OOMKilled",
         r"Could not create pod|Creating new TaskManager pod|Pod \S+ is terminated before being scheduled",
         r"is terminated\. Diagnostics: Pod terminated",
         r"DeploymentFailedException",
@@ -134,9 +134,10 @@ class PodStartFailure(Detector):
                 "executing: POST at: https://10.96.0.1/api/v1/namespaces/streaming/pods. Message: pods "
                 "\"orders-taskmanager-1-3\" is forbidden: exceeded quota: flink-quota, requested: limits.memory=1728Mi, "
                 "used: limits.memory=6912Mi, limited: limits.memory=8Gi."),
-        Wording(SLUG, r"DeploymentFailedException: \[[\w.-]+\] ", "operator 1.0 – 1.13",
+        Wording(SLUG, r"DeploymentFailedException: \[[\w.-]+\] ", "1.16 – 2.x",
                 "org.apache.flink.kubernetes.operator.exception.DeploymentFailedException#forContainerStatus (Flink "
-                "Kubernetes Operator)",
+                "Kubernetes Operator 1.12 – 1.13, FLINK-37470; earlier operators give the kubelet's message without "
+                "the container's name, read by the reasons it holds)",
                 "org.apache.flink.kubernetes.operator.exception.DeploymentFailedException: [flink-main-container] "
                 "Back-off pulling image \"registry.example.com/streaming/orders:1.20.3-b42\""),
     )
