@@ -119,3 +119,40 @@ def test_kubectl_tables_become_records_with_pod_and_reason():
     assert lines[1].startswith("WARN  kubernetes.pod [] - Pod orders-taskmanager-1-1 (taskmanager) STATUS "
                                "CrashLoopBackOff (READY 0/1, RESTARTS 5 (42s ago)")
     assert lines[2].startswith("INFO  kubernetes.pod [] - Pod orders-taskmanager-1-2 (taskmanager) STATUS Running")
+
+
+def test_a_limit_range_refusing_the_jobmanager_names_its_keys(spark):
+    primary = _diagnose("jobmanager-limit-range-operator-1.19", spark).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "limit-range-refused")
+    assert "JobManager pod payments-7c5d9f8b46-8xk2w" in primary.summary
+    assert "maximum memory per Container is 4Gi, the pod asks 6Gi" in primary.summary
+    assert "jobmanager.memory.process.size" in primary.patches[0].reason
+
+
+_CREATED = ("2024-05-02 08:14:12,447 INFO  org.apache.flink.kubernetes.KubernetesResourceManagerDriver  [] - Creating "
+            "new TaskManager pod with name orders-taskmanager-1-1 and resource <4096,1.0>.\n")
+_REGISTERED = ("2024-05-02 08:14:21,240 INFO  org.apache.flink.runtime.resourcemanager.active.ActiveResourceManager "
+               "[] - Worker orders-taskmanager-1-1 is registered.\n")
+_KILLED = ("2024-05-02 08:14:31,512 INFO  org.apache.flink.runtime.resourcemanager.active.ActiveResourceManager [] - "
+           "Worker orders-taskmanager-1-1 is terminated. Diagnostics: Pod terminated, container termination statuses: "
+           "[flink-main-container(exitCode=137, reason=OOMKilled, message=null)], pod status: Failed(reason=null, "
+           "message=null)\n")
+
+
+def _flink_findings(text: str):
+    return get_detector(SLUG).detect(incident_from_text(text, {}, "1.20.3", file="jobmanager.log"))
+
+
+def test_flink_own_termination_line_of_a_worker_that_never_registered_is_a_kill_at_start():
+    [finding] = _flink_findings(_CREATED + _KILLED)
+    assert finding.root_cause.slug == "oomkilled-at-start"
+    assert "before the TaskManager registered" in finding.summary
+    assert "reason=OOMKilled" in finding.evidence[0].text
+
+
+def test_a_worker_that_registered_and_was_later_killed_is_not_claimed():
+    assert _flink_findings(_CREATED + _REGISTERED + _KILLED) == []
+
+
+def test_a_termination_line_without_the_pod_creation_in_the_log_is_not_claimed():
+    assert _flink_findings(_KILLED) == []  # the log may start after the worker registered

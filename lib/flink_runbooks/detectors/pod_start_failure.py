@@ -61,6 +61,7 @@ TERMINATED = re.compile(r"Terminated: Reason: (?P<reason>\w+), Exit Code: (?P<co
 FLINK_TERMINATED = re.compile(r"Worker (?P<pod>[\w.-]+) is terminated\. Diagnostics: Pod terminated, container "
                               r"termination statuses: \[(?P<container>[\w.-]+)\(exitCode=(?P<code>-?\d+), "
                               r"reason=(?P<reason>\w+), message=(?P<message>[^\]]*)\)")
+CREATING = re.compile(r"Creating new TaskManager pod with name (?P<pod>[\w.-]+) and resource")
 FLINK_CREATE_FAILED = re.compile(r"Could not create pod (?P<pod>[\w.-]+), exception: ")
 FABRIC8_FAILURE = re.compile(r"Failure executing: POST at: \S+/pods\. Message: (?P<message>.+?)(?:\. Received status:|$)")
 OPERATOR_FAILED = re.compile(r"DeploymentFailedException: \[(?P<container>[\w.-]+)\] (?P<message>.*)")
@@ -239,9 +240,8 @@ class PodStartFailure(Detector):
                         "keep each slot's share.",
         "lower cpu": "Or ask for the cpu the quota has left ({left}) per TaskManager.",
         "limit range action": "The LimitRange allows {bound} {allowed} of {resource} per {per}; the pod asks {asked}. "
-                              "Set the {role}'s resources within it (taskmanager.memory.process.size / "
-                              "kubernetes.taskmanager.cpu.amount, or the FlinkDeployment's spec.{spec}.resource), or "
-                              "have the LimitRange changed.",
+                              "Set the {role}'s resources within it ({keys}, or the FlinkDeployment's "
+                              "spec.{spec}.resource), or have the LimitRange changed.",
         "limit range snippet": "kubectl describe limitrange -n {namespace}",
         "nodes action": "No node has room for the pod ({shortage}): {fix}",
         "fix insufficient": "add nodes (or let the cluster autoscaler add them), or ask for less per pod "
@@ -288,7 +288,8 @@ class PodStartFailure(Detector):
         if not records:
             return []
         healthy = _healthy_pods(incident)
-        refusals = [r for r in (self._read(ev, healthy) for ev in records) if r is not None]
+        created = {m["pod"] for _, m in incident.find(CREATING)}
+        refusals = [r for r in (self._read(ev, healthy, created) for ev in records) if r is not None]
         refusals = [r for r in refusals if not (r.facts.get("pod") in healthy and r.cause in (
             "unschedulable", "undetermined", "image-pull-failure", "configmap-or-secret-missing"))]
         # a pod killed for memory after it ran is container-memory-exceeded's, its back-off included
@@ -340,7 +341,7 @@ class PodStartFailure(Detector):
 
     # ------------------------------------------------------------------------------------------------- reading
 
-    def _read(self, ev: Event, healthy: set[str]) -> Refusal | None:
+    def _read(self, ev: Event, healthy: set[str], created: set[str]) -> Refusal | None:
         """The cause one record shows, with its facts; None when it shows none of them."""
         text = ev.text
         pod = _pod_of(ev)
@@ -379,7 +380,8 @@ class PodStartFailure(Detector):
             return Refusal("configmap-or-secret-missing", [ev], {**base, "reason": "CreateContainerConfigError"})
         m = FLINK_TERMINATED.search(text)
         if m:
-            return None if m["pod"] in healthy else self._flink_termination(ev, m)
+            # only a pod whose creation the log shows and that never registered did not run
+            return None if m["pod"] in healthy or m["pod"] not in created else self._flink_termination(ev, m)
         m = TERMINATED.search(text)
         if m and m["reason"] != "Completed" and m["code"] not in ("0", "143"):
             if m["reason"] == "OOMKilled":
@@ -447,9 +449,12 @@ class PodStartFailure(Detector):
         if cause == "resource-quota-exceeded":
             return self._quota_patches(incident, f)
         if cause == "limit-range-refused":
+            side = "jobmanager" if role == "JobManager" else "taskmanager"
             return [self.ops_patch("fit the pod into the LimitRange", self.say(
-                "limit range action", bound=f["bound"], allowed=f["allowed"], resource=f["resource"], per=f["per"],
-                asked=f["asked"], role=role, spec="taskManager" if role == "TaskManager" else "jobManager"),
+                "limit range action", bound="at most" if f["bound"] == "maximum" else "at least",
+                allowed=f["allowed"], resource=f["resource"], per=f["per"], asked=f["asked"], role=role,
+                keys=f"{side}.memory.process.size / kubernetes.{side}.cpu.amount",
+                spec="jobManager" if role == "JobManager" else "taskManager"),
                 snippet=self.say("limit range snippet", namespace=namespace))]
         if cause == "unschedulable":
             shortage = f["shortage"]
@@ -523,7 +528,7 @@ def _relevant(ev: Event) -> bool:
     logger = ev.logger or ""
     if logger.startswith("kubernetes."):
         return ev.level in ("WARN", "ERROR") or bool(HEALTHY.search(ev.message))
-    return bool(_KUBERNETES_FLINK.search(ev.text) or FABRIC8_FAILURE.search(ev.text)
+    return bool(_KUBERNETES_FLINK.search(ev.text) or FABRIC8_FAILURE.search(ev.text) or FLINK_TERMINATED.search(ev.text)
                 or FLINK_CREATE_FAILED.search(ev.text) or OPERATOR_FAILED.search(ev.text))
 
 
