@@ -229,6 +229,7 @@ class PodStartFailure(Detector):
         "waiting flink": " Flink waits for the slots this pod would bring (no-resource-available is the consequence).",
         "note refused": "Kubernetes: {what}",
         "note flink": "Flink's side of it",
+        "note own log": "the crashing container's own log",
         # patches and actions
         "quota action": "The namespace's ResourceQuota {quota} has {left} left of {resource} and the pod asks "
                         "{requested}: raise the quota's hard limit (or free it by stopping another workload) so the "
@@ -307,6 +308,8 @@ class PodStartFailure(Detector):
             main.facts.update(next((r.facts for r in refusals if r.cause == "crash-loop" and r.facts.get("code")
                                     is not None), {}))
         same = [r for r in refusals if r.cause == main.cause]
+        # facts of the same pod first: another pod's exit code or image is not this one's
+        same.sort(key=lambda r: r.facts.get("pod") != main.facts.get("pod"))
         facts = dict(main.facts)
         for r in same[1:]:
             for key, value in r.facts.items():
@@ -325,10 +328,12 @@ class PodStartFailure(Detector):
                    else self.say("head unnamed", role=facts["role"], what=what))
         summary += self.say(main.cause)
         if main.cause == "crash-loop":
-            tail = _last_log_lines(incident, pod)
+            tail = _last_log_records(incident, pod)
             if tail:
-                facts["last_log_lines"] = tail
-                summary += self.say("last log", lines=" | ".join(tail))
+                facts["last_log_lines"] = [_line_of(ev) for ev in tail]
+                summary += self.say("last log", lines=" | ".join(facts["last_log_lines"]))
+                for ev in tail:
+                    add(ev, self.say("note own log"))
         if facts["role"] == "TaskManager" and _waiting_for_slots(incident):
             summary += self.say("waiting flink")
         patches = self._patches(incident, main.cause, facts)
@@ -588,17 +593,20 @@ def _limit(ev: Event) -> str | None:
     return m[1] if m else None
 
 
-def _last_log_lines(incident: Incident, pod: str | None) -> list[str]:
-    """The last records of the crashing container's own log (a file named after the pod, or a previous log)."""
+def _last_log_records(incident: Incident, pod: str | None) -> list[Event]:
+    """The last records of the crashing container's own log (a file named after the pod, or a previous log), its
+    warnings and errors when it has any."""
     own = [ev for ev in incident.events if not (ev.logger or "").startswith("kubernetes.")
            and ((pod and pod in ev.file) or "previous" in ev.file.rsplit("/", 1)[-1])
            and not _KUBERNETES_FLINK.search(ev.logger or "")]
     errors = [ev for ev in own if ev.level in ("WARN", "ERROR", "FATAL")]
-    lines = []
-    for ev in (errors or own)[-3:]:
-        root = ev.root_cause
-        lines.append((f"{root.cls}: {root.message}" if root and root.message else ev.message)[:200])
-    return lines
+    return (errors or own)[-3:]
+
+
+def _line_of(ev: Event) -> str:
+    """A record as one line: its deepest cause when it has one (what the process died of)."""
+    root = ev.root_cause
+    return (f"{root.cls}: {root.message}" if root and root.message else ev.message)[:200]
 
 
 def _flink_creates_pods(incident: Incident) -> bool:
