@@ -156,3 +156,18 @@ def test_a_worker_that_registered_and_was_later_killed_is_not_claimed():
 
 def test_a_termination_line_without_the_pod_creation_in_the_log_is_not_claimed():
     assert _flink_findings(_KILLED) == []  # the log may start after the worker registered
+
+
+def _table_findings(status: str):
+    pods = ("NAME                     READY   STATUS                       RESTARTS      AGE\n"
+            f"orders-taskmanager-1-1   0/1     {status:<28} 3 (20s ago)   4m\n")
+    lines, _ = records_of(pods, "pods.txt")
+    return get_detector(SLUG).detect(incident_from_text("\n".join(lines) + "\n", {}, "1.20.3", file="pods.log"))
+
+
+def test_the_statuses_of_kubectl_get_pods_name_their_cause():
+    assert _table_findings("ErrImagePull")[0].root_cause.slug == "image-pull-failure"
+    assert _table_findings("CreateContainerConfigError")[0].root_cause.slug == "configmap-or-secret-missing"
+    assert _table_findings("Init:CrashLoopBackOff")[0].root_cause.slug == "crash-loop"
+    assert _table_findings("Init:0/1")[0].root_cause.slug == "undetermined"
+    assert _table_findings("OOMKilled") == []  # ran or not, the table does not say: container-memory-exceeded's

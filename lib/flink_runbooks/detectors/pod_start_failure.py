@@ -117,6 +117,7 @@ class PodStartFailure(Detector):
         r"is terminated\. Diagnostics: Pod terminated",
         r"DeploymentFailedException",
         r"Event Normal (?:Started|Scheduled)|STATUS \S+ \(READY|Worker \S+ is registered",
+        r"Registering TaskManager with ResourceID ",
     )
     wordings = (
         Wording(SLUG, r"Could not create pod [\w.-]+, exception: .*Failure executing: POST at: \S+/pods\. Message: "
