@@ -171,3 +171,26 @@ def test_the_statuses_of_kubectl_get_pods_name_their_cause():
     assert _table_findings("Init:CrashLoopBackOff")[0].root_cause.slug == "crash-loop"
     assert _table_findings("Init:0/1")[0].root_cause.slug == "undetermined"
     assert _table_findings("OOMKilled") == []  # ran or not, the table does not say: container-memory-exceeded's
+
+
+def _quota_findings(requested: str, used: str, limited: str, version: str):
+    text = (_CREATED.replace("orders-taskmanager-1-1", "orders-taskmanager-1-7")
+            + "2024-05-02 08:14:12,958 WARN  org.apache.flink.kubernetes.KubernetesResourceManagerDriver  [] - Could "
+              "not create pod orders-taskmanager-1-7, exception: java.util.concurrent.CompletionException: "
+              "org.apache.flink.kubernetes.shaded.io.fabric8.kubernetes.client.KubernetesClientException: Failure "
+              "executing: POST at: https://10.96.0.1/api/v1/namespaces/analytics/pods. Message: pods "
+              f"\"orders-taskmanager-1-7\" is forbidden: exceeded quota: team, requested: {requested}, used: {used}, "
+              f"limited: {limited}. Received status: Status(apiVersion=v1, code=403).\n")
+    config = {"execution.target": "kubernetes-session", "kubernetes.cluster-id": "orders"}
+    [finding] = get_detector(SLUG).detect(incident_from_text(text, config, version, file="jobmanager.log"))
+    return finding
+
+
+def test_a_smaller_taskmanager_is_proposed_only_when_it_fits_what_the_quota_has_left():
+    cpu = _quota_findings("limits.cpu=2", "limits.cpu=15", "limits.cpu=16", "1.20.3")
+    assert [(p.key, p.proposed) for p in cpu.patches if p.target == "flink"] == [("kubernetes.taskmanager.cpu.amount", "1")]
+    old = _quota_findings("limits.cpu=2", "limits.cpu=15", "limits.cpu=16", "1.16.3")
+    assert [p.key for p in old.patches if p.target == "flink"] == ["kubernetes.taskmanager.cpu"]
+    tight = _quota_findings("limits.memory=4Gi", "limits.memory=15Gi", "limits.memory=15616Mi", "1.20.3")
+    assert [p.target for p in tight.patches] == ["ops"]  # 256Mi left: no TaskManager worth running fits
+    assert "256Mi left of limits.memory" in tight.patches[0].reason
