@@ -193,3 +193,28 @@ def test_broken_documents_and_plain_logs_are_not_mistaken(tmp_path):
     listed = list_inputs(None, [str(tmp_path)])
     assert [uri.rsplit("/", 1)[-1] for uri, _ in listed.logs] == ["taskmanager-1-1-previous"]
     assert any("broken JSON in" in w and "events.json" in w for w in listed.warnings)
+
+
+def test_kubectl_get_events_wide_and_all_namespaces_tables_are_read():
+    header = ("NAMESPACE   LAST SEEN   TYPE      REASON   OBJECT                     SUBOBJECT                               "
+              "SOURCE    MESSAGE                                    FIRST SEEN   COUNT   NAME")
+    row = ("streaming   8s          Warning   Failed   pod/orders-taskmanager-1-1   spec.containers{flink-main-container}   "
+           "kubelet   Error: ImagePullBackOff                    4m10s        17      orders-taskmanager-1-1.17cb")
+    lines, _ = records_of(f"$ kubectl get events -A -o wide\n{header}\n{row}\n", "events.txt")
+    assert lines[2] == ("WARN  kubernetes.event [] - Event Warning Failed from kubelet on Pod orders-taskmanager-1-1 "
+                        "(taskmanager, namespace streaming) (last seen 8s ago, 17 times, first seen 4m10s ago): "
+                        "Error: ImagePullBackOff")
+
+
+def test_describe_events_are_dated_from_the_start_time_and_the_scheduled_age():
+    text = (KUBERNETES / "describe-pod-pending.txt").read_text()
+    assert "Start Time:" not in text  # a Pending pod has none: its events stay undated (the fixture's test above)
+    dated = text.replace("Node:             <none>\n", "Node:             <none>\nStart Time:       Wed, 01 May 2024 "
+                                                        "10:00:00 +0000\n").replace(
+        "  Warning  FailedScheduling", "  Normal   Scheduled         10m                  default-scheduler  "
+                                       "Successfully assigned streaming/orders-taskmanager-1-3 to node-1\n"
+                                       "  Warning  FailedScheduling")
+    records = [line for line in records_of(dated, "describe.txt")[0] if line]
+    # printed at 10:00:00 + 10m; the FailedScheduling first happened 9m before that
+    assert records[0].startswith("2024-05-01 10:00:00,000 INFO  kubernetes.event [] - Event Normal Scheduled")
+    assert records[1].startswith("2024-05-01 10:01:00,000 WARN  kubernetes.event [] - Event Warning FailedScheduling")

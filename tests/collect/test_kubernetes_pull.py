@@ -87,7 +87,11 @@ def test_a_flinkdeployment_is_pulled_into_a_bundle_that_diagnoses(tmp_path):
         for secret in ("hunter2-planted-secret", "hunter3", "planted-secret-value", "planted-token-value"):
             assert secret not in written
         report = json.loads(_cli("diagnose", str(tmp_path / "bundle"), "--format", "json").stdout)
-        assert report["findings"][0]["runbook"] == "container-memory-exceeded"
+        # the bundle holds two faults: the crash-looping TaskManager killed for memory after it ran, and the quota
+        # refusing a pod of another ReplicaSet earlier (pod-start-failure, named first by time)
+        found = {f["runbook"]: f["root_cause"]["slug"] for f in report["findings"]}
+        assert found["container-memory-exceeded"] == "jvm-overhead-too-small"
+        assert found["pod-start-failure"] == "resource-quota-exceeded"
 
 
 def test_an_unknown_object_is_one_line_and_exit_2(tmp_path):

@@ -9,7 +9,10 @@ Documents understood (the shapes of the Kubernetes API, core/v1 and events.k8s.i
   (``PodScheduled: False``), and per container the current and last state (``terminated.reason: OOMKilled``,
   ``exitCode: 137``, ``waiting.reason: CrashLoopBackOff``) with ``restartCount`` and the memory limit;
 - ``kubectl describe pod`` text: ``State:``/``Last State:`` blocks, ``Restart Count:``, ``Limits:`` and the
-  ``Events:`` table;
+  ``Events:`` table (its ages become times when the pod's ``Start Time:`` and its ``Scheduled`` event date the print);
+- ``kubectl get events`` and ``kubectl events`` tables (``LAST SEEN  TYPE  REASON  OBJECT  MESSAGE``, with ``-o wide``
+  also ``SUBOBJECT  SOURCE  …  FIRST SEEN  COUNT  NAME``, with ``-A`` a ``NAMESPACE`` first) and ``kubectl get pods``
+  tables (``NAME  READY  STATUS  RESTARTS  AGE``, ``-o wide`` too), one file holding one or several of them;
 - a ``FlinkDeployment`` or ``FlinkSessionJob`` (the operator's resource) with its ``status``: ``error``,
   ``jobStatus.state``, ``lifecycleState``, ``jobManagerDeploymentStatus``.
 
@@ -43,6 +46,13 @@ _YAML_KIND = re.compile(r"^\s*(?:-\s+)?kind:\s*[\"']?(?P<kind>" + "|".join(_OBJE
 _JSON_API = re.compile(r'"apiVersion"\s*:\s*"')
 _YAML_API = re.compile(r"^\s*(?:-\s+)?apiVersion:\s*\S", re.M)
 _DESCRIBE_POD = re.compile(r"\A(?:\s*\n)*Name:\s+\S+\s*\n(?:.*\n){0,3}?Namespace:\s+\S+", re.M)
+# kubectl's table headers (its printers' column names): `get events` / `events` (default and -o wide) and `get pods`
+_EVENTS_HEADER = re.compile(r"^(?:NAMESPACE\s+)?LAST SEEN\s+TYPE\s+REASON\s+OBJECT\s+(?:SUBOBJECT\s+SOURCE\s+)?MESSAGE\b.*$",
+                            re.M)
+_PODS_HEADER = re.compile(r"^(?:NAMESPACE\s+)?NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE\b.*$", re.M)
+# a table may follow the command that printed it (a shell prompt, a comment)
+_TABLE_START = re.compile(r"\A(?:\s*\n|[$#>].*\n){0,4}(?:NAMESPACE\s+)?(?:LAST SEEN\s+TYPE\s+REASON\s+OBJECT|"
+                          r"NAME\s+READY\s+STATUS\s+RESTARTS\s+AGE)\b")
 
 FAILED_JOB_STATES = ("FAILED", "FAILING", "RESTARTING")
 FAILED_LIFECYCLE = ("FAILED", "ROLLING_BACK", "ROLLED_BACK")
@@ -50,9 +60,11 @@ FAILED_JM_DEPLOYMENT = ("ERROR", "MISSING")
 
 
 def document_kind(head: str) -> str | None:
-    """``"describe-pod"``, ``"json"`` or ``"yaml"`` when the start of a file is a Kubernetes document this module
+    """``"describe-pod"``, ``"kubectl-table"``, ``"json"`` or ``"yaml"`` when the start of a file is a Kubernetes document this module
     converts (events, pods, a Flink resource), else None. Only the head is looked at; :func:`records_of` decides."""
     stripped = head.lstrip()
+    if _TABLE_START.match(head):
+        return "kubectl-table"
     if _DESCRIBE_POD.match(head) and re.search(r"^(?:Containers|Status|Labels|Node|Events):", head, re.M):
         return "describe-pod"
     if stripped.startswith("{") and _JSON_API.search(head) and _JSON_KIND.search(head):
@@ -88,6 +100,8 @@ def records_of(text: str, name: str, kind: str | None = None) -> tuple[list[str]
     warnings: list[str] = []
     if kind == "describe-pod":
         facts = list(_describe_pod_facts(text))
+    elif kind == "kubectl-table":
+        facts = list(_table_facts(text))
     elif kind in ("json", "yaml"):
         facts = []
         for doc in _load(text, name, kind):
@@ -472,6 +486,7 @@ def _one_described_pod(block: str, base: int) -> Iterable[Fact]:
             yield Fact(where, None, "WARN", "pod",
                        f"{label} container {cname} waiting: Reason: {block['Reason']}, Restart Count: {restarts}")
     in_events = False
+    rows = []
     for i, line in enumerate(lines):
         if line.startswith("Events:"):
             in_events = True
@@ -479,7 +494,115 @@ def _one_described_pod(block: str, base: int) -> Iterable[Fact]:
         if in_events:
             row = _EVENT_ROW.match(line)
             if row:
-                # the table's ages are relative to when it was printed: only the order and the text are facts
-                yield Fact(offsets[i], None, "WARN" if row["type"] == "Warning" else "INFO", "event",
-                           f"Event {row['type']} {row['reason']} from {row['source']} on {label}"
-                           f" (age {row['age']}): {row['message']}")
+                rows.append((i, row))
+    printed = _printed_at(parse_time(top.get("Start Time")), rows)
+    for i, row in rows:
+        yield Fact(offsets[i], _event_time(printed, row["age"]), "WARN" if row["type"] == "Warning" else "INFO",
+                   "event", f"Event {row['type']} {row['reason']} from {row['source']} on {label}"
+                            f" (age {row['age']}): {row['message']}")
+
+
+def _printed_at(started: datetime.datetime | None, rows: list) -> datetime.datetime | None:
+    """When the describe was printed: the pod's ``Start Time:`` plus the age of its ``Scheduled`` event (the
+    scheduler binds the pod, then the kubelet starts it, within a second). Without both, the table's ages (relative
+    to the print) give no time, only the order."""
+    scheduled = next((row["age"] for _, row in rows if row["reason"] == "Scheduled"), None)
+    seconds = age_seconds(scheduled) if scheduled else None
+    if started is None or seconds is None:
+        return None
+    return started + datetime.timedelta(seconds=seconds)
+
+
+def _event_time(printed: datetime.datetime | None, age: str) -> datetime.datetime | None:
+    """The first occurrence of a describe event: ``4m30s (x14 over 9m)`` first happened 9m before the print."""
+    if printed is None:
+        return None
+    m = re.fullmatch(r"(?P<last>\S+)(?: \(x\d+ over (?P<first>\S+)\))?", age)
+    seconds = age_seconds((m["first"] or m["last"]) if m else age)
+    return printed - datetime.timedelta(seconds=seconds) if seconds is not None else None
+
+
+# ------------------------------------------------------------------------------------------ kubectl get events / pods
+
+_KINDS = {"pod": "Pod", "replicaset": "ReplicaSet", "deployment": "Deployment", "statefulset": "StatefulSet",
+          "job": "Job", "node": "Node", "persistentvolumeclaim": "PersistentVolumeClaim", "service": "Service",
+          "configmap": "ConfigMap", "flinkdeployment": "FlinkDeployment", "flinksessionjob": "FlinkSessionJob"}
+_HEALTHY_POD = ("Running", "Completed", "Succeeded")
+
+
+def _columns(header: str) -> list[tuple[str, int]]:
+    """The header's column names with where each starts (kubectl aligns every cell under its header)."""
+    return [(m.group(0), m.start()) for m in re.finditer(r"\S+(?: \S+)*", header)]
+
+
+def _cells(line: str, columns: list[tuple[str, int]]) -> dict[str, str]:
+    cells = {}
+    for i, (name, start) in enumerate(columns):
+        end = columns[i + 1][1] if i + 1 < len(columns) else None
+        cells[name] = line[start:end].strip() if end is not None else line[start:].strip()
+    return cells
+
+
+def _table_facts(text: str) -> Iterable[Fact]:
+    """Every `kubectl get events` / `kubectl get pods` table in the text: a header, then its rows up to a blank line
+    or a line that is no row (the next command, another header)."""
+    offset = 0
+    columns: list[tuple[str, int]] | None = None
+    table = None
+    for line in text.split("\n"):
+        if _EVENTS_HEADER.match(line) or _PODS_HEADER.match(line):
+            table = "events" if _EVENTS_HEADER.match(line) else "pods"
+            columns = _columns(line)
+        elif not line.strip() or line.lstrip().startswith(("$", "#")):
+            table = None
+        elif table and columns:
+            cells = _cells(line, columns)
+            fact = _event_row(cells, offset) if table == "events" else _pod_row(cells, offset)
+            if fact is not None:
+                yield fact
+        offset += len(line) + 1
+
+
+def _event_row(cells: dict[str, str], offset: int) -> Fact | None:
+    kind_of = cells.get("TYPE", "")
+    if kind_of not in ("Normal", "Warning"):
+        return None
+    kind, _, name = cells.get("OBJECT", "").partition("/")
+    kind = _KINDS.get(kind.lower().split(".")[0], kind.title() or "object")
+    namespace = cells.get("NAMESPACE") or None
+    about = (_pod_label(name, namespace, _role({}, name)) if kind == "Pod"
+             else f"{kind} {name}" + (f" (namespace {namespace})" if namespace else ""))
+    source = cells.get("SOURCE", "").split(",")[0]
+    seen = [f"last seen {cells['LAST SEEN']} ago"] if cells.get("LAST SEEN") else []
+    if cells.get("COUNT", "").isdigit() and int(cells["COUNT"]) > 1:
+        seen.append(f"{cells['COUNT']} times")
+    if cells.get("FIRST SEEN"):
+        seen.append(f"first seen {cells['FIRST SEEN']} ago")
+    by = f" from {source}" if source else ""
+    # the ages are relative to when the table was printed, which it does not say: only the text is a fact
+    return Fact(offset, None, "WARN" if kind_of == "Warning" else "INFO", "event",
+                f"Event {kind_of} {cells.get('REASON', '')}{by} on {about} ({', '.join(seen)}): "
+                f"{cells.get('MESSAGE', '')}")
+
+
+def _pod_row(cells: dict[str, str], offset: int) -> Fact | None:
+    name, status = cells.get("NAME", ""), cells.get("STATUS", "")
+    if not name or not status or not re.fullmatch(r"\d+/\d+", cells.get("READY", "")):
+        return None
+    label = _pod_label(name, cells.get("NAMESPACE") or None, _role({}, name))
+    healthy = status in _HEALTHY_POD
+    return Fact(offset, None, "INFO" if healthy else "WARN", "pod",
+                f"{label} STATUS {status} (READY {cells['READY']}, RESTARTS {cells.get('RESTARTS', '?')}, "
+                f"AGE {cells.get('AGE', '?')})")
+
+
+_AGE_PART = re.compile(r"(\d+)([ydhms])")
+_AGE_SECONDS = {"y": 365 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def age_seconds(age: str) -> int | None:
+    """kubectl's human durations (``45s``, ``4m30s``, ``3h5m``, ``2d3h``) in seconds; None for ``<unknown>``."""
+    age = age.strip()
+    if not age or _AGE_PART.sub("", age):
+        return None
+    return sum(int(n) * _AGE_SECONDS[unit] for n, unit in _AGE_PART.findall(age))
