@@ -78,3 +78,16 @@ def test_the_notebook_shows_the_settings_its_detector_declares(detector):
 def test_each_wording_belongs_to_the_runbook_that_declares_it(detector):
     """A wording shared by two runbooks is declared by both."""
     assert {w.runbook for w in detector.wordings} <= {detector.slug}
+
+
+@pytest.mark.parametrize("detector", DETECTORS, ids=lambda d: d.slug)
+def test_every_declared_pattern_runs_in_the_browser_and_the_prefilter(detector):
+    """The site's trace page runs the wordings, signatures and frames as JS regexes, and the pre-filter joins every
+    signature into one expression: a named group (use ``signature()``) or a construct JS lacks fails here, not at
+    the site build."""
+    from flink_runbooks.apps.site_signatures import to_js_regex
+
+    for pattern in (*[w.pattern for w in detector.wordings], *detector.signatures, *detector.frames):
+        to_js_regex(pattern)
+    for pattern in (*detector.signatures, *detector.frames):
+        assert "(?P<" not in pattern, f"{detector.slug}: a named group in {pattern!r}"
