@@ -154,7 +154,7 @@ def serve(folder: pathlib.Path) -> Iterator[Served]:
     env = {**os.environ, "HOME": str(home), "TMPDIR": str(home / "tmp")}
     url = f"http://127.0.0.1:{port}"
     with _process([*CLI, "serve", "--host", "127.0.0.1", "--port", str(port), "--logs-root", str(logs_root),
-                   "--out-root", str(out_root), "--jobs", "2"], folder / "cwd", f"FLINK_RUNBOOKS_LIVE_SERVE_{port}",
+                   "--out-root", str(out_root), "--jobs", "2", "--allow-rest-url", "http://127.0.0.1"], folder / "cwd", f"FLINK_RUNBOOKS_LIVE_SERVE_{port}",
                   env):
         wait_until("flink-runbooks serve", 60, lambda: get_json(f"{url}/healthz"), 0.2)
         yield Served(url, out_root, folder)

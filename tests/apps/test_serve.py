@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from support import everything_written, processes_marked
 from corpus import example
 from flink_runbooks.apps import serve
+from flink_runbooks.collect import rest
 from flink_runbooks.apps import triage as triage_module
 
 PLANTED_NAME = "planted-outside.log"
@@ -373,7 +374,8 @@ def test_a_resolved_notification_starts_nothing(blocking_triage, tmp_path):
 def test_an_alert_naming_a_jobmanager_pulls_it_and_its_repeats_are_acknowledged(blocking_triage, tmp_path):
     from support import recorded_cluster
 
-    client = TestClient(serve.create_app(str(_incidents(tmp_path / "logs", "orders")), str(tmp_path / "reports")))
+    client = TestClient(serve.create_app(str(_incidents(tmp_path / "logs", "orders")), str(tmp_path / "reports"),
+                                         allowed_rest_urls=("http://127.0.0.1",)))
     with recorded_cluster() as url:
         first = client.post("/alerts", json=_rest_alert(url, job_name="orders-enrichment"))
         assert first.status_code == 202, first.text
@@ -392,6 +394,55 @@ def test_an_alert_naming_a_jobmanager_pulls_it_and_its_repeats_are_acknowledged(
     assert blocking_triage.started == [serve.PULLED_DIR]
 
 
+def test_an_alert_may_not_choose_where_the_pull_sends_the_rest_credentials(blocking_triage, tmp_path, monkeypatch):
+    """A JobManager not allowed with --allow-rest-url is refused before any request: the pull would send the
+    environment's token to it and serve back what it answered."""
+    import http.server
+
+    from support import loopback_server
+
+    monkeypatch.setenv(rest.TOKEN_ENV, "planted-token-7f3a")
+    requests = []
+
+    class Recording(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            requests.append((self.path, dict(self.headers)))
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, *args):
+            pass
+
+    with loopback_server(Recording) as server:
+        elsewhere = f"http://127.0.0.1:{server.server_port}"
+        client = TestClient(serve.create_app(str(_incidents(tmp_path / "logs", "orders")), str(tmp_path / "reports"),
+                                             allowed_rest_urls=("http://orders-jm:8081",)))
+        answer = client.post("/alerts", json=_rest_alert(elsewhere))
+        nothing_allowed = TestClient(serve.create_app(str(_incidents(tmp_path / "logs2", "orders")),
+                                                      str(tmp_path / "reports2")))
+        by_default = nothing_allowed.post("/alerts", json=_rest_alert(elsewhere))
+    assert answer.status_code == 403 and "--allow-rest-url" in answer.json()["detail"]
+    assert by_default.status_code == 403
+    assert requests == [] and blocking_triage.started == [] and client.get("/runs").json() == []
+
+
+@pytest.mark.parametrize("url, allowed", [
+    ("http://orders-jm:8081", True),
+    ("http://ORDERS-JM:8081/", True),
+    ("http://orders-jm:8082", False),  # another port of the host
+    ("https://orders-jm:8081", False),  # another scheme
+    ("http://orders-jm:8081@attacker.example:8081", False),  # user info is not the host
+    ("http://orders-jm.attacker.example:8081", False),
+    ("http://history:8082/flink/history", True),  # under the allowed path
+    ("http://history:8082/flinkother", False),
+    ("http://any-port-host:31234", True),  # an allowed address without a port admits every port of the host
+])
+def test_allowed_rest_addresses_are_matched_by_scheme_host_port_and_path(url, allowed):
+    entries = ("http://orders-jm:8081", "http://history:8082/flink", "http://any-port-host")
+    assert serve.rest_url_allowed(url, entries) is allowed
+
+
 def test_an_alert_with_a_url_that_is_not_http_is_refused(blocking_triage, tmp_path):
     client = TestClient(serve.create_app(str(_incidents(tmp_path / "logs", "orders")), str(tmp_path / "reports")))
     answer = client.post("/alerts", json=_rest_alert("file:///etc"))
@@ -403,7 +454,8 @@ def test_a_pulled_cluster_is_triaged_with_a_headline_and_a_report_to_link_to(tmp
     from support import PLANTED, recorded_cluster
 
     out_root = tmp_path / "reports"
-    client = TestClient(serve.create_app(str(_incidents(tmp_path / "logs", "orders")), str(out_root), jobs=1))
+    client = TestClient(serve.create_app(str(_incidents(tmp_path / "logs", "orders")), str(out_root), jobs=1,
+                                         allowed_rest_urls=("http://127.0.0.1",)))
     with recorded_cluster() as url:
         run_id = client.post("/alerts", json=_rest_alert(url)).json()["run"]
         deadline = time.monotonic() + 600

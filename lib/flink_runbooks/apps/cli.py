@@ -127,6 +127,11 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--max-concurrent", type=int, default=None,
                    help="triages run at once (default: 1 on a machine of two cores or fewer, else half the cores); "
                         "later alerts wait in order, at most 100")
+    s.add_argument("--allow-rest-url", action="append", default=[], metavar="URL", dest="allow_rest_url",
+                   help="a JobManager (or HistoryServer) REST address alerts may name in flink_rest_url, e.g. "
+                        "http://orders-jm:8081 (repeat for each cluster; without a port any port of the host, with a "
+                        "path every address under it). Without it, alerts naming a REST address are refused (403): "
+                        "the pull sends the REST credentials of the environment or ~/.netrc")
 
     w = sub.add_parser("site", help="build the static runbook site: every runbook executed against its example incident")
     w.add_argument("--out", default="build/site", metavar="DIR",
@@ -409,7 +414,8 @@ def cmd_serve(args) -> int:
     from flink_runbooks.apps.serve import run_server
 
     return run_server(host=args.host, port=args.port, logs_root=args.logs_root, out_root=args.out_root,
-                      jobs=args.jobs, timeout_s=args.timeout, max_concurrent=args.max_concurrent)
+                      jobs=args.jobs, timeout_s=args.timeout, max_concurrent=args.max_concurrent,
+                      allowed_rest_urls=args.allow_rest_url)
 
 
 def cmd_site(args) -> int:

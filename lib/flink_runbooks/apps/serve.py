@@ -3,7 +3,8 @@
 Alertmanager (webhook payload version 4) posts to ``POST /alerts``. The incident is named by the first alert that
 names it, in this order: annotation, then label, then the group's common annotations and labels. Either
 ``flink_rest_url``, a running cluster's JobManager (``http(s)://``), pulled live into the run's ``pulled/`` folder
-(optional ``job_id`` or ``job_name``; see :mod:`flink_runbooks.collect.rest`), or ``flink_logs``, a folder relative
+(optional ``job_id`` or ``job_name``; see :mod:`flink_runbooks.collect.rest`) when it is one of the ``--allow-rest-url``
+addresses (else ``403``: the pull sends the environment's REST credentials), or ``flink_logs``, a folder relative
 to ``--logs-root`` (an absolute path is accepted only when it lies under the root). An optional ``flink_version``
 annotation or label is passed on as ``--flink-version``. A ``resolved`` notification starts nothing (200).
 
@@ -39,6 +40,7 @@ import threading
 import urllib.parse
 import uuid
 from dataclasses import asdict, dataclass, field, fields
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -217,9 +219,29 @@ def _write_mark(out: pathlib.Path, run: Run) -> None:
 SHUTDOWN_GRACE_S = 15
 
 
+def rest_url_allowed(url: str, allowed: Sequence[str]) -> bool:
+    """``url`` is one of the JobManagers this server may pull: same scheme and host as an allowed URL, the same port
+    when the allowed URL names one, and a path under its path. (The pull sends the REST credentials of the
+    environment or ~/.netrc, and what it fetches is served back: an alert must not choose where they go.)"""
+    parts = urllib.parse.urlsplit(url)
+    for entry in allowed:
+        want = urllib.parse.urlsplit(entry)
+        if parts.scheme.lower() != want.scheme.lower() or (parts.hostname or "") != (want.hostname or "").lower():
+            continue
+        if want.port is not None and (parts.port or _DEFAULT_PORTS.get(parts.scheme.lower())) != want.port:
+            continue
+        prefix = want.path.rstrip("/")
+        if parts.path == prefix or parts.path.startswith(prefix + "/") or not prefix:
+            return True
+    return False
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
 def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float = 600, spark=None,
                runbooks_dir: str | None = None, max_concurrent: int | None = None,
-               max_queued: int = DEFAULT_MAX_QUEUED):
+               max_queued: int = DEFAULT_MAX_QUEUED, allowed_rest_urls: Sequence[str] = ()):
     import contextlib
 
     from fastapi import FastAPI, HTTPException
@@ -353,6 +375,9 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
             raise HTTPException(400, f"no '{REST_URL_KEY}' or '{LOCATION_KEY}' annotation or label names the incident")
         if url is not None and not rest.is_rest_url(url):
             raise HTTPException(400, f"'{REST_URL_KEY}': {url!r} is not an http:// or https:// URL")
+        if url is not None and not rest_url_allowed(url, allowed_rest_urls):
+            raise HTTPException(403, f"'{REST_URL_KEY}': {rest.shown_url(url)} is not a JobManager this server may "
+                                     "pull (start it with --allow-rest-url for each cluster's REST address)")
         if version is not None:
             from flink_runbooks.vocabulary.versions import FlinkVersion
 
@@ -455,7 +480,8 @@ def create_app(logs_root: str, out_root: str, *, jobs: int = 2, timeout_s: float
 
 
 def run_server(*, host: str, port: int, logs_root: str, out_root: str, jobs: int = 2, timeout_s: float = 600,
-               max_concurrent: int | None = None, max_queued: int = DEFAULT_MAX_QUEUED) -> int:
+               max_concurrent: int | None = None, max_queued: int = DEFAULT_MAX_QUEUED,
+               allowed_rest_urls: Sequence[str] = ()) -> int:
     import uvicorn
 
     if not pathlib.Path(logs_root).is_dir():
@@ -464,6 +490,10 @@ def run_server(*, host: str, port: int, logs_root: str, out_root: str, jobs: int
     if max_concurrent is not None and max_concurrent < 1:
         print(f"flink-runbooks: --max-concurrent must be at least 1, not {max_concurrent}", file=sys.stderr)
         return 2
+    refused = [u for u in allowed_rest_urls if not rest.is_rest_url(u)]
+    if refused:
+        print(f"flink-runbooks: --allow-rest-url {refused[0]} is not an http:// or https:// URL", file=sys.stderr)
+        return 2
     uvicorn.run(create_app(logs_root, out_root, jobs=jobs, timeout_s=timeout_s, max_concurrent=max_concurrent,
-                           max_queued=max_queued), host=host, port=port)
+                           max_queued=max_queued, allowed_rest_urls=allowed_rest_urls), host=host, port=port)
     return 0
