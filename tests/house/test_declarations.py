@@ -3,6 +3,7 @@ shows the settings the detector declares, and nothing it declares goes unused.""
 from __future__ import annotations
 
 import ast
+import fnmatch
 import inspect
 import json
 import re
@@ -91,3 +92,45 @@ def test_every_declared_pattern_runs_in_the_browser_and_the_prefilter(detector):
         to_js_regex(pattern)
     for pattern in (*detector.signatures, *detector.frames):
         assert "(?P<" not in pattern, f"{detector.slug}: a named group in {pattern!r}"
+
+
+def _literal(node: ast.AST, names: dict) -> str | None:
+    """A string the source spells out: a constant, a module-level constant's name, or an f-string of those."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.Name) and isinstance(names.get(node.id), str):
+        return names[node.id]
+    if isinstance(node, ast.JoinedStr):
+        parts = [_literal(v.value if isinstance(v, ast.FormattedValue) else v, names) for v in node.values]
+        return "".join(parts) if all(p is not None for p in parts) else None
+    return None
+
+
+_PATCH_CALLS = {"flink_patch": ("flink", 1), "ops_patch": ("ops", 0), "kafka_patch": ("kafka", 0),
+                "code_patch": ("code", 0)}
+
+
+@pytest.mark.parametrize("detector", DETECTORS, ids=lambda d: d.slug)
+def test_every_change_a_detector_spells_out_is_declared_by_one_of_its_causes(detector):
+    """A proposal no cause declares is refused when the detector runs: on an input no example covers that is a crash
+    in front of a user. Every key written in the source must be declared by at least one of the runbook's causes."""
+    from flink_runbooks.detectors.base import _declared_key
+    from flink_runbooks.vocabulary import keys
+
+    module = inspect.getmodule(detector)
+    names = {k: v for k, v in vars(module).items() if isinstance(v, str)}
+    declared = {_declared_key(d) for rc in detector.root_causes for d in rc.patches}
+    undeclared = []
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if not (isinstance(node, ast.Call) and getattr(node.func, "attr", "") in _PATCH_CALLS):
+            continue
+        target, position = _PATCH_CALLS[node.func.attr]
+        if len(node.args) <= position:
+            continue
+        key = _literal(node.args[position], names)
+        if key is None:
+            continue  # computed at run time: the examples and the unit tests cover those
+        key = keys.canonical(key) if target == "flink" else key
+        if not any(t == target and fnmatch.fnmatchcase(key, k) for t, k in declared):
+            undeclared.append(f"{target}:{key} (line {node.lineno})")
+    assert not undeclared, f"{detector.slug}: proposals no cause declares: {undeclared}"
