@@ -31,6 +31,14 @@ def test_one_pass_keeps_exactly_the_lines_each_signature_keeps_alone(example_lin
     assert by_one_pass.sum() > 1000
 
 
+def test_a_set_of_signatures_hyperscan_alone_would_lose_a_match_on_keeps_the_line():
+    """Hyperscan's multi-line mode loses this line when both signatures are in one database and the line before is
+    20 characters or longer (found in the examples: a JobManager's cluster listing after a state change)."""
+    signatures = (r"^\s+\(none\)\s*$", r"^\s*(?:transaction\.timeout\.ms|transactional\.id|bootstrap\.servers|client\.id) = ")
+    texts = pa.array(["Application (647f88eb) switched from state RUNNING to CANCELING.", "\t(none)", "next"])
+    assert matcher.SignatureMatcher(signatures).lines(texts).tolist() == [False, True, False]
+
+
 def test_no_match_runs_from_one_line_into_the_next():
     one_pass = matcher.SignatureMatcher([r"checkpoint\s+failed", r"Completed [^)]*done"])
     lines = pa.array(["checkpoint", "failed", "Completed (", "done", "checkpoint  failed", "Completed x done"])
