@@ -35,3 +35,9 @@ def test_the_delegation_token_switch_took_its_name_in_1_17():
     # 2.3 still reads the older spelling as a deprecated key
     assert keys.is_valid_in("security.kerberos.fetch.delegation-token", (2, 3))
     assert keys.canonical("security.keytab") == "security.kerberos.login.keytab"
+
+
+def test_high_availability_took_its_type_suffix_in_1_17():
+    assert keys.name_for("high-availability.type", (1, 16)) == "high-availability"
+    assert keys.name_for("high-availability", (1, 20)) == "high-availability.type"
+    assert keys.aliases("high-availability") == ("high-availability.type", "high-availability", "recovery.mode")
