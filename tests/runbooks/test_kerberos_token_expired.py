@@ -110,6 +110,7 @@ def test_a_ticket_missing_with_a_keytab_login_is_not_blamed_on_the_ticket_cache(
         NO_TGT])
     [f] = _detect(text)
     assert f.root_cause.slug == "undetermined"
+    assert "Flink logged in from a keytab" in f.summary
 
 
 def test_a_broker_principal_unknown_to_the_kdc_is_not_this_runbook(spark):
@@ -122,3 +123,23 @@ def test_every_wording_is_recognised():
     for wording in get_detector(SLUG).wordings:
         [f] = _detect(wording.example)
         assert f.runbook == SLUG, wording.example
+
+
+def test_the_ticket_cache_is_read_from_the_configuration_only_where_it_is_set():
+    [f] = _detect(NO_TGT, {"security.kerberos.login.use-ticket-cache": "true"})
+    assert f.root_cause.slug == "ticket-cache-only"
+    assert "use-ticket-cache true and no security.kerberos.login.keytab" in f.summary
+    # a configuration silent on Kerberos (a Kafka client may log in with its own JAAS keytab) names nothing
+    [f] = _detect(NO_TGT, {"parallelism.default": "4"})
+    assert f.root_cause.slug == "undetermined"
+
+
+def test_a_zookeeper_context_left_out_is_added_to_the_listed_ones():
+    text = ("javax.security.auth.login.LoginException: Client cannot SASL-authenticate because the specified JAAS "
+            "configuration section 'Client' could not be found.")
+    [f] = _detect(text, {"security.kerberos.login.keytab": "/etc/security/keytabs/flink.keytab",
+                         "security.kerberos.login.principal": "flink@EXAMPLE.COM",
+                         "security.kerberos.login.contexts": "KafkaClient"})
+    assert f.root_cause.slug == "login-context-missing"
+    contexts = next(p for p in f.patches if p.target == "flink")
+    assert contexts.proposed == "KafkaClient,Client" and "ZooKeeper" in contexts.reason

@@ -129,8 +129,9 @@ class KerberosTokenExpired(Detector):
                   "Flink logged in from a ticket cache, not a keytab: it cannot renew the TGT nor obtain new "
                   "tokens, so the job fails when the ticket (typically a day, renewable up to seven) or a token "
                   "obtained with it reaches its lifetime.",
-                  "KerberosLoginProvider's 'Attempting to load user's ticket cache', or a configuration without "
-                  "security.kerberos.login.keytab (use-ticket-cache left true), next to an expired TGT or token.",
+                  "KerberosLoginProvider's 'Attempting to load user's ticket cache', or a configuration setting "
+                  "security.kerberos.login.use-ticket-cache true without security.kerberos.login.keytab, next to an "
+                  "expired TGT or token.",
                   patches=(_KEYTAB, _PRINCIPAL, _RESTORE)),
         RootCause("delegation-token-not-renewed",
                   "A delegation token reached its lifetime (HDFS: 7 days at most) because Flink's token framework "
@@ -177,8 +178,8 @@ class KerberosTokenExpired(Detector):
                              "tokens obtained with it cannot be re-obtained once it expires. With a keytab Flink "
                              "renews the TGT and re-obtains tokens before they expire.",
         "how log": "the user's ticket cache (as its log says)",
-        "how config": "the ticket cache (no security.kerberos.login.keytab in the configuration, "
-                      "security.kerberos.login.use-ticket-cache {cache})",
+        "how config": "the ticket cache (security.kerberos.login.use-ticket-cache {cache} and no "
+                      "security.kerberos.login.keytab in the configuration)",
         "delegation-token-not-renewed": "Nothing renews the job's delegation tokens ({why}). An HDFS token lives 7 "
                                         "days at most, then every access fails.",
         "why no renewal": "the token manager logged that its update task was not started, having no token with "
@@ -191,6 +192,9 @@ class KerberosTokenExpired(Detector):
                                      "any token is obtained.",
         "undetermined": "How Flink logged in (keytab or ticket cache) and what should renew the credentials is not "
                         "in the evidence.",
+        "undetermined keytab": " Flink logged in from a keytab, which renews the ticket and re-obtains tokens: why "
+                               "that failed (the KDC unreachable, the keytab's key changed, the token manager's "
+                               "'Failed to update tokens' warnings) is not in the evidence.",
         "excerpt": " This is an excerpt: Flink's login lines and settings are not in it.",
         "unset": "unset",
         "note failure": "the credentials failed: {what}",
@@ -279,8 +283,11 @@ class KerberosTokenExpired(Detector):
         # no token manager, it is off
         tokens_off = tokens is not None and (tokens.value.strip().lower() == "false" or (
             incident.first(HADOOP_MODULE) is not None and incident.first(TOKEN_MANAGER) is None))
+        # the configuration names the ticket cache only when it sets the option: a Kafka client may carry its own
+        # keytab in sasl.jaas.config without any security.kerberos.* setting
+        cache_set = config.lookup("security.kerberos.login.use-ticket-cache") is not None
         cache_only = cache_login is not None and keytab_login is None or (
-            config_read and keytab is None and keytab_login is None
+            cache_set and keytab is None and keytab_login is None
             and config.get_bool("security.kerberos.login.use-ticket-cache", True))
         if expired and cache_only and not has_keytab:
             cause = "ticket-cache-only"
@@ -288,8 +295,7 @@ class KerberosTokenExpired(Detector):
                 add(cache_login[0], self.say("note cache"))
                 how = self.say("how log")
             else:
-                how = self.say("how config", cache=config.get("security.kerberos.login.use-ticket-cache")
-                               or "true by default")
+                how = self.say("how config", cache=config.get("security.kerberos.login.use-ticket-cache"))
             summary += self.say(cause, how=how)
             patches = [
                 self.flink_patch(incident, "security.kerberos.login.keytab", "<absolute path of the keytab>",
@@ -319,6 +325,8 @@ class KerberosTokenExpired(Detector):
         else:
             cause, confidence = "undetermined", 0.4
             summary += self.say("undetermined")
+            if has_keytab:
+                summary += self.say("undetermined keytab")
             if is_excerpt(incident) and not config_read:
                 summary += self.say("excerpt")
             patches = [self.ops_patch("collect how Flink logged in", self.say("collect"))]
