@@ -21,6 +21,7 @@ SAMPLES = {
     "kubernetes-cri": "2024-05-02T08:15:01.123456789Z stdout F 2024-05-02 08:15:01,120 ERROR org.apache.flink.runtime.taskmanager.Task [] - Task failed.",
     "kubectl-timestamps": "2024-05-02T08:15:01.123456789Z 2024-05-02 08:15:01,120 ERROR org.apache.flink.runtime.taskmanager.Task [] - Task failed.",
     "platform-tag": "[dinky] 2025-05-06 11:02:40 CST INFO  org.apache.flink.configuration.GlobalConfiguration 160 lambda$logConfiguration$0 - Loading configuration property: rest.port, 8081",
+    "operator": "2024-05-01 10:02:11,482 o.a.f.k.o.s.AbstractFlinkService [ERROR][streaming/orders] HA metadata not available to restore from last state.",
     "bare": "INFO  [] - Loading configuration property: taskmanager.memory.process.size, 1728m",
     "json": '{"timestamp":"2024-01-01T00:00:00.000Z","level":"ERROR","loggerName":"org.apache.flink.runtime.taskmanager.Task","message":"Task failed","throwableInformation":"java.lang.OutOfMemoryError: Java heap space\\n\\tat x.Y.z(Y.java:1)"}',
 }
@@ -159,3 +160,12 @@ def test_a_line_left_short_by_a_wrap_before_a_long_word_is_kept_with_the_rest():
     header = np.array([True, False, False, False, False, True])
     keep = np.array([False, False, False, False, True, False])
     assert layouts.widen_kept(pa.array(lines), header, keep).tolist() == [True, True, True, True, True, False]
+
+
+def test_the_kubernetes_operator_layout_keeps_the_resource_in_the_message():
+    h = layouts.parse_header(SAMPLES["operator"])
+    assert (h.ts, h.level, h.logger, h.layout) == (
+        "2024-05-01 10:02:11.482", "ERROR", "o.a.f.k.o.s.AbstractFlinkService", "operator")
+    assert h.message == "[streaming/orders] HA metadata not available to restore from last state."
+    padded = layouts.parse_header("2024-05-01 10:02:12,001 o.a.f.k.o.c.FlinkDeploymentController [INFO ] Starting reconciliation")
+    assert (padded.level, padded.message) == ("INFO", "Starting reconciliation")

@@ -26,3 +26,18 @@ def test_a_key_is_spelled_as_the_release_reads_it():
     assert keys.name_for("execution.checkpointing.dir", FlinkVersion.parse("1.19.1")) == "state.checkpoints.dir"
     assert keys.name_for("state.checkpoints.dir", FlinkVersion.parse("1.20.0")) == "execution.checkpointing.dir"
     assert keys.name_for("state.checkpoints.dir", (2, 0)) == "execution.checkpointing.dir"
+
+
+def test_the_delegation_token_switch_took_its_name_in_1_17():
+    assert keys.name_for("security.delegation.tokens.enabled", (1, 16)) == "security.kerberos.fetch.delegation-token"
+    assert keys.name_for("security.kerberos.fetch.delegation-token", (1, 17)) == "security.delegation.tokens.enabled"
+    assert keys.name_for("security.delegation.tokens.enabled", (2, 3)) == "security.delegation.tokens.enabled"
+    # 2.3 still reads the older spelling as a deprecated key
+    assert keys.is_valid_in("security.kerberos.fetch.delegation-token", (2, 3))
+    assert keys.canonical("security.keytab") == "security.kerberos.login.keytab"
+
+
+def test_high_availability_took_its_type_suffix_in_1_17():
+    assert keys.name_for("high-availability.type", (1, 16)) == "high-availability"
+    assert keys.name_for("high-availability", (1, 20)) == "high-availability.type"
+    assert keys.aliases("high-availability") == ("high-availability.type", "high-availability", "recovery.mode")

@@ -11,6 +11,7 @@ Supported layouts (a sample of each is in the docstring of :func:`parse_header` 
 * ``thread``  a thread name in brackets before or after the level (``2019-02-16 11:26:29.378 [Checkpoint Timer] INFO ...``)
 * ``iso``     ISO-8601 timestamps (``2023-04-10T13:48:39.366Z``, ``+02:00`` offsets)
 * ``json``    one JSON object per line (log4j2 JsonLayout / JsonTemplateLayout, AWS Managed Flink)
+* ``operator`` the Flink Kubernetes operator's (``2024-05-01 10:02:11,482 o.a.f.k.o.s.AbstractFlinkService [ERROR][ns/name] ...``)
 * ``bare``    records printed without a timestamp (``INFO  [] - ...`` from Flink's start-up scripts)
 * prefixes    docker-compose (``jobmanager-1  | ``), Kubernetes CRI (``2023-...Z stdout F ``), ``kubectl logs
   --timestamps`` (``2023-...Z ``) and platform tags (``[dinky] ``) in front of any of the above.
@@ -53,7 +54,9 @@ GENERIC_PREFIX = r"(?:.{0,80}?(?:[\s|:>\]\"'(,]|&quot;|&#39;|&gt;))"
 # What follows a record's time stamp: its level, a thread in brackets, a second time stamp (kubectl), a JSON body,
 # ": " or " - ", or nothing. Not a runtime's stream column ("stdout F") nor a stack-trace line: a Kubernetes
 # prefix before a frame is not a record start.
-_TS_TAIL = r"(?:\s+(?:" + _LEVEL + r"\b|\[|\d{4}-\d{2}-\d{2}|\{)|:\s|\s+-\s)"
+_TS_TAIL = (r"(?:\s+(?:" + _LEVEL + r"\b|\[|\d{4}-\d{2}-\d{2}|\{)|:\s|\s+-\s"
+            # the Flink Kubernetes operator's layout: a short logger, then the level in brackets
+            r"|\s+[a-zA-Z_$][\w$]*(?:\.[\w$]+)+\s+\[" + _LEVEL + r"\s*\])")
 # A time stamp alone on its line (the web UI's exception history) starts a record; a runtime's ISO stamp before an
 # empty line does not.
 _TS_ALONE = r"\d{4}[-/]\d{2}[-/]\d{2} \d{2}:\d{2}:\d{2}(?:[,.]\d{1,3})?\s*$"
@@ -92,6 +95,12 @@ _LOG4J = re.compile(
     r"(?P<logger>[^\s\[]+)"
     r"(?:\s+(?P<lineinfo>\d+ [\w$]+))?"  # some wrappers print "<line> <method>" after the logger
     r"\s*(?P<mdc>\[[^\]]*\])?\s*-\s?(?P<msg>.*)$"
+)
+# The Flink Kubernetes operator's layout (helm chart, log4j-operator.properties; its colour codes stripped):
+# "%d %-30c{1.} [%-5level][%X{resource.namespace}/%X{resource.name}] %msg"
+_OPERATOR = re.compile(
+    r"^(?P<ts>" + _TS + r")\s+(?P<logger>[a-zA-Z_$][\w$]*(?:\.[\w$]+)+)\s+\[(?P<level>" + _LEVEL + r")\s*\]"
+    r"(?P<resource>\[[^\]]*\])?\s?(?P<msg>.*)$"
 )
 _BARE = re.compile(r"^(?P<level>" + _LEVEL + r")\s+(?P<mdc>\[[^\]]*\])?\s*-\s?(?P<msg>.*)$")
 # A record whose time stamp was left out (a paste without the first column): level, logger, optional MDC, " - ".
@@ -238,6 +247,12 @@ def parse_header(line: str) -> Header | None:
             layout = "iso" if thread is None else layout
         return Header(normalize_ts(m.group("ts")), _level(m.group("level")), m.group("logger"), thread,
                       m.group("msg"), layout)
+    m = _OPERATOR.match(body)
+    if m:
+        # the resource ("[namespace/name]") stays in the message: it names the deployment the record is about
+        msg = f"{m.group('resource')} {m.group('msg')}" if m.group("resource") else m.group("msg")
+        return Header(normalize_ts(m.group("ts")), _level(m.group("level")), m.group("logger"), None, msg,
+                      "operator")
     m = _BARE.match(body)
     if m:
         return Header(None, _level(m.group("level")), None, None, m.group("msg"), "bare")

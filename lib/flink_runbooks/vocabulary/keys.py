@@ -111,6 +111,15 @@ CONCEPTS: tuple[Concept, ...] = (
        default="5 min"),
     _c("heartbeat interval", "heartbeat.interval", default="10 s"),
     _c("heartbeat timeout", "heartbeat.timeout", default="50 s"),
+    # Kerberos and delegation tokens: SecurityOptions of the 1.20.3 and 2.3.0 jars declare the older spellings as
+    # deprecated keys (still read by 2.3); the token framework's switch took its name with the framework in 1.17
+    _c("delegation tokens", ("security.delegation.tokens.enabled", V1_17), "security.kerberos.fetch.delegation-token",
+       default="true"),
+    # HighAvailabilityOptions of the 1.20.3 jar: high-availability.type, with high-availability and recovery.mode as
+    # deprecated keys; the .type spelling recorded from 1.17 (the options of the 1.17 line declare it)
+    _c("high availability", ("high-availability.type", V1_17), "high-availability", "recovery.mode", default="NONE"),
+    _c("kerberos keytab", "security.kerberos.login.keytab", "security.keytab"),
+    _c("kerberos principal", "security.kerberos.login.principal", "security.principal"),
     # FLIP-49 (1.10) memory model; the legacy network keys were removed in 2.0
     _c("network memory fraction", ("taskmanager.memory.network.fraction", V1_10),
        ("taskmanager.network.memory.fraction", None, V2_0), default="0.1"),
