@@ -267,6 +267,8 @@ class PullReport:
     cancelling: set[str] = field(default_factory=set)
     # log files the JobManager served (wherever they are written: a shared log folder's files go to log/shared/)
     jobmanager_logs: list[str] = field(default_factory=list)
+    # running jobs (id -> details) whose vertices' watermarks and subtask metrics are pulled last
+    running: dict[str, dict] = field(default_factory=dict)
 
 
 def pull(url: str, out: str | os.PathLike, *, job: str | None = None, timeout: float = REQUEST_TIMEOUT_S,
@@ -298,6 +300,11 @@ def pull(url: str, out: str | os.PathLike, *, job: str | None = None, timeout: f
         _pull_configuration(client, root, version, report)
         _pull_jobs(client, root, jobs, report, say)
         _pull_logs(client, root, max_log_bytes, report, say)
+        # Last: the JobManager fetches metrics from the TaskManagers at most every metrics.fetcher.update-interval,
+        # in the background of the request that asks; the job details asked, and by now the answer is in.
+        for jid, details in report.running.items():
+            say(f"watermarks of job {jid}")
+            _pull_watermarks(client, root, jid, details, report)
     except PullError as exc:
         report.partial = True
         report.warnings.append(f"the pull stopped early, the bundle is partial: {exc}")
@@ -396,7 +403,7 @@ def _pull_jobs(client: RestClient, root: pathlib.Path, chosen: list[dict], repor
             details = None
         report.cancelling.update(_cancelling_hosts(client, root, jid, details, report))
         if isinstance(details, dict) and details.get("state") == "RUNNING":
-            _pull_watermarks(client, root, jid, details, report)
+            report.running[jid] = details
         for name, path in (("exceptions", f"/jobs/{jid}/exceptions?maxExceptions={MAX_EXCEPTIONS}"),
                            ("checkpoints", f"/jobs/{jid}/checkpoints"),
                            ("checkpoints-config", f"/jobs/{jid}/checkpoints/config"),

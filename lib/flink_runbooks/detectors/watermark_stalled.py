@@ -246,7 +246,7 @@ class WatermarkStalled(Detector):
     def _undetermined(self, vertex: VertexReading, events: list[Event], confidence: float) -> Finding:
         none = vertex.without_watermark
         what = self.say("none anywhere", count=len(none), s=_s(none))
-        summary = self.say("undetermined", vertex=vertex.vertex or "the pasted table", what=what)
+        summary = self.say("undetermined", vertex=vertex.vertex or "the vertex of the pasted watermark table", what=what)
         return self.finding("undetermined", summary, events, confidence=confidence, notes=self._notes(events),
                             details=_details(vertex, []))
 
@@ -286,7 +286,8 @@ class WatermarkStalled(Detector):
                      role="jobmanager", message=f"{vertex.vertex}: " + "; ".join(parts))
 
     def _notes(self, events: list[Event]) -> dict[int, str]:
-        return {i: self.say("sources note" if ev.logger == "sources" else "watermarks note", vertex=ev.thread or "")
+        return {i: self.say("sources note", vertex=ev.thread) if ev.logger == "sources" else
+                self.say("watermarks note", vertex=ev.thread) if ev.logger == "watermarks" else self.say("pasted note")
                 for i, ev in enumerate(events)}
 
 

@@ -36,6 +36,8 @@ PASTED_VALUE = re.compile(r'^\s*"value"\s*:\s*"(?P<value>-?\d{10,19})"')
 NO_WATERMARK_TEXT = "No Watermark (Watermarks are only available if EventTime is used)"
 PASTED_ROW = re.compile(r"^\s*(?P<subtask>\d{1,4})\s+(?:(?P<none>No Watermark \(Watermarks are only available if "
                         r"EventTime is used\))|(?P<value>-?\d{13}))(?:\s|$)")
+# The same rows anywhere in a record: a paste read as plain text joins its lines into one.
+PASTED_ROWS = re.compile(r"(?<![\w./:-])" + PASTED_ROW.pattern.removeprefix(r"^\s*"))
 
 
 @dataclass
@@ -111,6 +113,12 @@ def _vertex_reading(job: RestJob, vertex: RestVertex) -> VertexReading:
                             received={int(s): watermark_of(w) for s, w in vertex.watermarks.items()},
                             document=vertex.documents.get("watermarks"),
                             metrics_document=vertex.documents.get("subtask-metrics"))
+    if not reading.received:
+        # 2.3.0 answered the watermarks page with [] where each subtask's own currentInputWatermark metric had a value
+        reading.received = {int(s): watermark_of(m["currentInputWatermark"]) for s, m in vertex.subtask_metrics.items()
+                            if "currentInputWatermark" in m}
+        if reading.received:
+            reading.document = reading.metrics_document
     window_out = []
     for index, metrics in sorted(vertex.subtask_metrics.items(), key=lambda kv: int(kv[0])):
         source_ops = {name.rsplit(".", 1)[0] for name in metrics if _SOURCE_OPERATOR.match(name)}
@@ -146,10 +154,10 @@ def pasted_watermarks(events: list[Event]) -> list[VertexReading]:
     rows: list[tuple[Event, int, int | None]] = []
     pending: tuple[Event, int] | None = None
     for ev in events:
-        for text in [ev.message, *ev.body]:
+        for text in [line for block in [ev.message, *ev.body] for line in block.split("\n")]:
             for m in PASTED_JSON.finditer(text):
                 rows.append((ev, int(m["subtask"]), watermark_of(int(m["value"]))))
-            if m := PASTED_ROW.match(text):
+            for m in PASTED_ROWS.finditer(text):
                 rows.append((ev, int(m["subtask"]), None if m["none"] else watermark_of(int(m["value"]))))
             if m := PASTED_ID.search(text):
                 pending = (ev, int(m["subtask"]))

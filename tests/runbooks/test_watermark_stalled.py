@@ -1,0 +1,104 @@
+"""Detector watermark-stalled: windows that never fire, told apart from the watermarks of the running job (a pull of
+genuine 1.20.3 and 2.3.0 clusters) or of a pasted watermark table."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from corpus import example, incident_from_text
+from flink_runbooks.detectors import get_detector
+from flink_runbooks.diagnose import ingest, run_detectors
+
+SLUG = "watermark-stalled"
+NO_WATERMARK = "-9223372036854775808"
+
+
+def _diagnose(name: str):
+    incident = ingest([str(example(SLUG, name))])
+    diagnosis = run_detectors(incident)
+    assert not diagnosis.errors
+    return incident, diagnosis
+
+
+@pytest.mark.parametrize("name", ["idle-split-1.20", "idle-split-2.3"])
+def test_a_source_subtask_without_a_split_holds_every_window_back(name):
+    incident, diagnosis = _diagnose(name)
+    f = diagnosis.primary
+    assert f is not None and f.runbook == SLUG and f.root_cause.slug == "idle-source-subtask"
+    # the idle subtask and the one that read the clicks are named, with what each did
+    assert "Source subtask 0 of Source: clicks[1]" in f.summary and "read no records" in f.summary
+    assert "subtask 1 read 120 records and reached 2026-03-14 02:01:58 UTC" in f.summary
+    assert f.details["sources"][0]["records"] == 0 and f.details["sources"][0]["watermark"] is None
+    # the evidence points at the REST documents the pull wrote: the sources' metrics and the windows' watermarks
+    assert f.evidence[0].file.endswith("-subtask-metrics.json") and "subtask 0: 0 records" in f.evidence[0].text
+    assert "GlobalWindowAggregate[5]" in f.evidence[1].text and "no watermark (Long.MIN_VALUE)" in f.evidence[1].text
+    by_target = {p.target: p for p in f.patches}
+    assert by_target["code"].key == "WatermarkStrategy.withIdleness" and "withIdleness" in by_target["code"].snippet
+    assert (by_target["flink"].key, by_target["flink"].proposed) == ("table.exec.source.idle-timeout", "1 min")
+    assert by_target["ops"].urgent is False and "partitions" in by_target["ops"].reason
+
+
+def test_windows_that_fire_with_an_idle_timeout_are_no_finding():
+    """The same job with table.exec.source.idle-timeout = 5 s: subtask 0 still reads nothing and has no watermark of
+    its own, but it is marked idle, the windows' watermark advances and they fire."""
+    incident, diagnosis = _diagnose("near-miss-idle-timeout-1.20")
+    assert incident.rest and any(v.subtask_metrics for j in incident.rest[0].jobs for v in j.vertices)
+    assert not [f for f in diagnosis.findings if f.runbook == SLUG]
+    assert diagnosis.primary is None
+
+
+def test_a_pasted_watermarks_tab_without_any_watermark_says_to_pull_the_cluster():
+    incident, diagnosis = _diagnose("ticket-watermarks-tab")
+    f = diagnosis.primary
+    assert f.runbook == SLUG and f.root_cause.slug == "undetermined"
+    assert "Long.MIN_VALUE on 4 subtasks" in f.summary
+    assert "flink-runbooks diagnose http://<jobmanager>:8081" in f.summary
+    assert f.evidence[0].file.endswith("ticket.txt") and not f.patches
+
+
+def test_pasted_rest_json_with_one_subtask_without_a_watermark_names_the_idle_subtask():
+    text = json.dumps([{"id": "0.currentInputWatermark", "value": "1773453718000"},
+                       {"id": "1.currentInputWatermark", "value": NO_WATERMARK},
+                       {"id": "2.currentInputWatermark", "value": "1773453716000"}])
+    incident = incident_from_text("Watermarks of the window operator:\n" + text, {}, "1.20.3", file="ticket.txt")
+    [f] = get_detector(SLUG).detect(incident)
+    assert f.root_cause.slug == "idle-source-subtask"
+    assert "Subtask 1 of the pasted watermark table has no watermark" in f.summary
+    assert "subtasks 0, 2 reached 2026-03-14 02:01:58 UTC" in f.summary
+    assert {p.key for p in f.patches} == {"WatermarkStrategy.withIdleness", "table.exec.source.idle-timeout",
+                                          "source parallelism at most the partitions"}
+
+
+def test_pretty_printed_rest_json_is_read_too():
+    rows = []
+    for subtask, value in (("0", NO_WATERMARK), ("1", "1773453718000")):
+        rows += ["  {", f'    "id": "{subtask}.currentInputWatermark",', f'    "value": "{value}"', "  },"]
+    incident = incident_from_text("\n".join(["[", *rows, "]"]), {}, None, file="watermarks.json")
+    [f] = get_detector(SLUG).detect(incident)
+    assert f.root_cause.slug == "idle-source-subtask" and "Subtask 0" in f.summary
+
+
+def test_an_idle_timeout_already_configured_is_not_proposed_again():
+    text = (f'[{{"id":"0.currentInputWatermark","value":"{NO_WATERMARK}"}},'
+            '{"id":"1.currentInputWatermark","value":"1773453718000"}]')
+    incident = incident_from_text(text, {"table.exec.source.idle-timeout": "30 s"}, "1.20.3", file="ticket.txt")
+    [f] = get_detector(SLUG).detect(incident)
+    assert "An idle timeout of 30 s is configured" in f.summary
+    assert "table.exec.source.idle-timeout" not in {p.key for p in f.patches}
+
+
+def test_one_subtask_far_behind_is_named_with_its_lag():
+    text = "\n".join(["SubTask\tWatermark\tDatetime of Watermark Timestamp",
+                      "0\t1773453718000\t3/14/2026, 2:01:58 AM",
+                      "1\t1773450118000\t3/14/2026, 1:01:58 AM"])
+    [f] = get_detector(SLUG).detect(incident_from_text(text, {}, "2.3.0", file="ticket.txt"))
+    assert f.root_cause.slug == "watermark-behind"
+    assert "Subtask 1" in f.summary and "1 h behind subtask 0" in f.summary
+    assert {p.target for p in f.patches} == {"code", "ops"}  # no configuration key fixes event timestamps
+
+
+def test_watermarks_close_together_are_no_finding():
+    text = (f'[{{"id":"0.currentInputWatermark","value":"1773453718000"}},'
+            '{"id":"1.currentInputWatermark","value":"1773453716000"}]')
+    assert get_detector(SLUG).detect(incident_from_text(text, {}, "1.20.3", file="ticket.txt")) == []
