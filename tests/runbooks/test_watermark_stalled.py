@@ -102,3 +102,34 @@ def test_watermarks_close_together_are_no_finding():
     text = (f'[{{"id":"0.currentInputWatermark","value":"1773453718000"}},'
             '{"id":"1.currentInputWatermark","value":"1773453716000"}]')
     assert get_detector(SLUG).detect(incident_from_text(text, {}, "1.20.3", file="ticket.txt")) == []
+
+
+@pytest.mark.live
+@pytest.mark.xdist_group("live")
+@pytest.mark.parametrize("version", ["1.20.3", "2.3.0"])
+def test_a_running_job_whose_windows_wait_on_an_idle_subtask_is_pulled_and_diagnosed(version, tmp_path):
+    """A real cluster runs the recordings' SQL job over one CSV file (one split, two source subtasks):
+    `flink-runbooks diagnose <REST URL>` pulls the watermarks while it runs and names the idle subtask."""
+    import subprocess
+
+    from corpus import ROOT
+    from live_cluster import CLI, cluster
+
+    from flink_runbooks.apps.bench.flink_cluster import get_json, job_jar, wait_until
+
+    clicks = tmp_path / "clicks"
+    clicks.mkdir()
+    (clicks / "clicks-0.csv").write_text("".join(f"page-{i % 3},{1000 + i},2026-03-14 02:{i // 60:02d}:{i % 60:02d}\n"
+                                                 for i in range(120)))
+    source = ROOT / "scripts" / "record" / "watermark-stalled" / "job" / "com" / "acme" / "wm" / "ClickWindowJob.java"
+    with cluster(version, tmp_path / "cluster", slots=2) as running:
+        job = running.submit(job_jar(running.home, source, running.folder), "com.acme.wm.ClickWindowJob",
+                             "one-file", str(clicks), "")
+        wait_until("the clicks to reach the windows", 180, lambda: any(
+            v["metrics"].get("write-records") for v in get_json(f"{running.url}/jobs/{job}")["vertices"]), 2)
+        run = subprocess.run(CLI + ["diagnose", running.url, "--format", "json", "--pull-dir", str(tmp_path / "pulled")],
+                             capture_output=True, text=True, timeout=300)
+    doc = json.loads(run.stdout)
+    primary = next(f for f in doc["findings"] if f["primary"])
+    assert (primary["runbook"], primary["root_cause"]["slug"]) == (SLUG, "idle-source-subtask"), primary["summary"]
+    assert "read 120 records" in primary["summary"]
