@@ -133,3 +133,14 @@ def test_a_running_job_whose_windows_wait_on_an_idle_subtask_is_pulled_and_diagn
     primary = next(f for f in doc["findings"] if f["primary"])
     assert (primary["runbook"], primary["root_cause"]["slug"]) == (SLUG, "idle-source-subtask"), primary["summary"]
     assert "read 120 records" in primary["summary"]
+
+
+def test_a_split_an_hour_behind_holds_the_windows_an_hour_back():
+    incident, diagnosis = _diagnose("partition-behind-1.20")
+    f = diagnosis.primary
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "watermark-behind")
+    assert "Subtask 0 of Source: clicks[1]" in f.summary and "1 h behind subtask 1" in f.summary
+    assert "after reading 120 records" in f.summary
+    # both the source subtasks and the windows' input watermark are shown
+    assert "01:01:58" in f.evidence[0].text and "GlobalWindowAggregate[5]" in f.evidence[1].text
+    assert {p.target for p in f.patches} == {"code", "ops"}

@@ -50,12 +50,12 @@ class WatermarkStalled(Detector):
         signature(PASTED_ROW),
     )
     wordings = (
-        Wording(SLUG, r"\d+\.currentInputWatermark\"\s*,\s*\"value\"\s*:\s*\"-9223372036854775808\"", "1.x – 2.x",
+        Wording(SLUG, r"\d+\.currentInputWatermark\"\s*,\s*\"value\"\s*:\s*\"-9223372036854775808\"", "1.20 – 2.x",
                 "org.apache.flink.runtime.rest.handler.job.metrics.JobVertexWatermarksHandler (GET /jobs/:jobid/"
                 "vertices/:vertexid/watermarks; read in 1.20.3 and 2.3.0): Long.MIN_VALUE is no watermark yet",
                 '[{"id":"0.currentInputWatermark","value":"-9223372036854775808"},'
                 '{"id":"1.currentInputWatermark","value":"-9223372036854775808"}]'),
-        Wording(SLUG, r"No Watermark \(Watermarks are only available if EventTime is used\)", "1.x – 2.x",
+        Wording(SLUG, r"No Watermark \(Watermarks are only available if EventTime is used\)", "1.20 – 2.x",
                 "flink-runtime-web's humanizeWatermark pipe (the web UI's Watermarks tab; read in the web bundle of "
                 "flink-dist 1.20.3 and 2.3.0)",
                 "0\tNo Watermark (Watermarks are only available if EventTime is used)"),
@@ -122,7 +122,7 @@ class WatermarkStalled(Detector):
                                    "watermark, so no event-time window fires.",
         "watermark-behind": "Subtask {subtask} of {vertex} is at {lowest}, {lag} behind subtask {ahead} ({highest})"
                             "{reading}: it holds every window downstream back by {lag}.{alignment}",
-        "still reading": " while it still reads records ({records} so far)",
+        "still reading": " after reading {records} records",
         "alignment": " Watermark alignment is on (drift {drift}): splits ahead of the group are paused until it "
                      "catches up.",
         "undetermined": "Windows downstream of {vertex} wait on a watermark: {what}. These readings do not say "
@@ -175,7 +175,7 @@ class WatermarkStalled(Detector):
                 behind = _behind({s.subtask: s.watermark for s in vertex.sources})
                 if behind:
                     lagging = next(s for s in vertex.sources if s.subtask == behind[0])
-                    return [self._behind(incident, vertex, behind, lagging, stalled)]
+                    return [self._behind(incident, vertex, behind, lagging, windows)]
             for vertex in windows:
                 behind = _behind(vertex.received)
                 if behind:
@@ -308,7 +308,7 @@ def _details(vertex: VertexReading, stalled: list[VertexReading]) -> dict:
             "watermarks": {str(s): w for s, w in sorted(vertex.received.items())},
             "sources": [{"subtask": s.subtask, "records": s.records, "watermark": s.watermark,
                          "idle_ms": s.idle_ms} for s in vertex.sources],
-            "stalled_vertices": [v.vertex for v in stalled]}
+            "downstream_vertices": [v.vertex for v in stalled]}
 
 
 def _when(ms: int | None) -> str:
