@@ -99,7 +99,7 @@ def test_one_subtask_far_behind_is_named_with_its_lag():
 
 
 def test_watermarks_close_together_are_no_finding():
-    text = (f'[{{"id":"0.currentInputWatermark","value":"1773453718000"}},'
+    text = ('[{"id":"0.currentInputWatermark","value":"1773453718000"},'
             '{"id":"1.currentInputWatermark","value":"1773453716000"}]')
     assert get_detector(SLUG).detect(incident_from_text(text, {}, "1.20.3", file="ticket.txt")) == []
 
@@ -127,8 +127,8 @@ def test_a_running_job_whose_windows_wait_on_an_idle_subtask_is_pulled_and_diagn
                              "one-file", str(clicks), "")
         wait_until("the clicks to reach the windows", 180, lambda: any(
             v["metrics"].get("write-records") for v in get_json(f"{running.url}/jobs/{job}")["vertices"]), 2)
-        run = subprocess.run(CLI + ["diagnose", running.url, "--format", "json", "--pull-dir", str(tmp_path / "pulled")],
-                             capture_output=True, text=True, timeout=300)
+        run = subprocess.run(CLI + ["diagnose", running.url, "--format", "json",
+                                    "--pull-dir", str(tmp_path / "pulled")], capture_output=True, text=True, timeout=300)
     doc = json.loads(run.stdout)
     primary = next(f for f in doc["findings"] if f["primary"])
     assert (primary["runbook"], primary["root_cause"]["slug"]) == (SLUG, "idle-source-subtask"), primary["summary"]

@@ -481,7 +481,8 @@ def _pull_watermarks(client: RestClient, root: pathlib.Path, jid: str, details: 
         per_subtask = {}
         for index in range(min(parallelism, MAX_WATERMARK_SUBTASKS)):
             try:
-                per_subtask[str(index)] = client.get_json(f"/jobs/{jid}/vertices/{vid}/subtasks/{index}/metrics?get={query}")
+                per_subtask[str(index)] = client.get_json(
+                    f"/jobs/{jid}/vertices/{vid}/subtasks/{index}/metrics?get={query}")
             except PullError as exc:
                 report.warnings.append(str(exc))
                 break

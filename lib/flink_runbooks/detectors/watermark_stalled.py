@@ -207,7 +207,8 @@ class WatermarkStalled(Detector):
                                    "WatermarkStrategy.<Event>forBoundedOutOfOrderness(Duration.ofSeconds(5))\n"
                                    "    .withIdleness(Duration.ofMinutes(1))", self.say("with idleness"))]
         if sql is not False and not timeout:
-            patches.append(self.flink_patch(incident, IDLE_TIMEOUT, PROPOSED_IDLE_TIMEOUT, self.say("sql idle timeout")))
+            patches.append(self.flink_patch(incident, IDLE_TIMEOUT, PROPOSED_IDLE_TIMEOUT,
+                                            self.say("sql idle timeout")))
         patches.append(self.ops_patch("source parallelism at most the partitions",
                                       self.say("parallelism", s=_s(idle), idle=_names(idle), vertex=vertex or "the "
                                                "source"), urgent=False))
@@ -246,7 +247,8 @@ class WatermarkStalled(Detector):
     def _undetermined(self, vertex: VertexReading, events: list[Event], confidence: float) -> Finding:
         none = vertex.without_watermark
         what = self.say("none anywhere", count=len(none), s=_s(none))
-        summary = self.say("undetermined", vertex=vertex.vertex or "the vertex of the pasted watermark table", what=what)
+        summary = self.say("undetermined", vertex=vertex.vertex or "the vertex of the pasted watermark table",
+                           what=what)
         return self.finding("undetermined", summary, events, confidence=confidence, notes=self._notes(events),
                             details=_details(vertex, []))
 
