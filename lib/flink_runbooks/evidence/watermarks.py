@@ -114,7 +114,7 @@ def _vertex_reading(job: RestJob, vertex: RestVertex) -> VertexReading:
                             document=vertex.documents.get("watermarks"),
                             metrics_document=vertex.documents.get("subtask-metrics"))
     if not reading.received:
-        # 2.3.0 answered the watermarks page with [] where each subtask's own currentInputWatermark metric had a value
+        # the page is [] until the JobManager's metric fetcher has answered once; the subtasks' own metric may not be
         reading.received = {int(s): watermark_of(m["currentInputWatermark"]) for s, m in vertex.subtask_metrics.items()
                             if "currentInputWatermark" in m}
         if reading.received:
