@@ -78,8 +78,10 @@ class WatermarkStalled(Detector):
                                "problem, not idleness; if every subtask had a watermark, one behind the others would "
                                "be (watermark-behind)."),
         RootCause("periodic-watermarks-off",
-                  "pipeline.auto-watermark-interval is 0: periodic watermark generators are never asked for a "
-                  "watermark, so subtasks that read records emit none and event-time windows never fire.",
+                  "pipeline.auto-watermark-interval is 0: periodic watermark generators (a DataStream "
+                  "WatermarkStrategy such as forBoundedOutOfOrderness) are never asked for a watermark, so subtasks "
+                  "that read records emit none and event-time windows never fire. (SQL's watermark assigner emits "
+                  "one with every record instead: a SQL job is not stalled by it.)",
                   "pipeline.auto-watermark-interval: 0 in the configuration, and source subtasks that read records "
                   "without emitting any watermark.",
                   patches=(f"flink:{INTERVAL}",),
