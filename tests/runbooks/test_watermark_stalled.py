@@ -147,3 +147,13 @@ def test_a_split_an_hour_behind_holds_the_windows_an_hour_back():
     # both the source subtasks and the windows' input watermark are shown
     assert "01:01:58" in f.evidence[0].text and "GlobalWindowAggregate[5]" in f.evidence[1].text
     assert {p.target for p in f.patches} == {"code", "ops"}
+
+
+def test_a_datastream_job_with_the_interval_at_0_reads_records_and_emits_no_watermark():
+    incident, diagnosis = _diagnose("periodic-off-datastream-1.20")
+    f = diagnosis.primary
+    assert (f.runbook, f.root_cause.slug) == (SLUG, "periodic-watermarks-off")
+    assert "pipeline.auto-watermark-interval is 0" in f.summary and "Source subtasks 0, 1" in f.summary
+    assert "subtask 0: 392 records, no watermark (Long.MIN_VALUE)" in f.evidence[0].text
+    [patch] = f.patches
+    assert (patch.key, patch.current, patch.proposed) == ("pipeline.auto-watermark-interval", "0", "200 ms")

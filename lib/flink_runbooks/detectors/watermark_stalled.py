@@ -279,7 +279,8 @@ class WatermarkStalled(Detector):
     def _event(self, vertex: VertexReading, sources: bool = False) -> Event:
         """The reading as an evidence record pointing at the REST document it comes from."""
         if sources:
-            parts = [f"subtask {s.subtask}: {_count(s.records)} records, watermark {_when(s.watermark)}"
+            parts = [f"subtask {s.subtask}: {_count(s.records)} records, "
+                     + (f"watermark {_when(s.watermark)}" if s.watermark is not None else _when(None))
                      + (f", idle for {format_duration(s.idle_ms)}" if s.idle_ms is not None else "")
                      for s in vertex.sources]
             logger, where = "sources", vertex.metrics_document
