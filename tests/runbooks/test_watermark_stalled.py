@@ -125,7 +125,7 @@ def test_a_running_job_whose_windows_wait_on_an_idle_subtask_is_pulled_and_diagn
     (clicks / "clicks-0.csv").write_text("".join(f"page-{i % 3},{1000 + i},2026-03-14 02:{i // 60:02d}:{i % 60:02d}\n"
                                                  for i in range(120)))
     source = ROOT / "scripts" / "record" / "watermark-stalled" / "job" / "com" / "acme" / "wm" / "ClickWindowJob.java"
-    with cluster(version, tmp_path / "cluster", slots=2) as running:
+    with cluster(version, tmp_path / "cluster", slots=2, config={"execution.target": "remote"}) as running:
         job = running.submit(job_jar(running.home, source, running.folder), "com.acme.wm.ClickWindowJob",
                              "one-file", str(clicks), "")
         wait_until("the clicks to reach the windows", 180, lambda: any(
