@@ -157,3 +157,37 @@ def test_a_datastream_job_with_the_interval_at_0_reads_records_and_emits_no_wate
     assert "subtask 0: 392 records, no watermark (Long.MIN_VALUE)" in f.evidence[0].text
     [patch] = f.patches
     assert (patch.key, patch.current, patch.proposed) == ("pipeline.auto-watermark-interval", "0", "200 ms")
+
+
+def _pulled(vertices):
+    """An incident whose pulled cluster holds one running job of ``vertices`` (as read_bundle gives them)."""
+    from flink_runbooks.model import ClusterSnapshot, RestJob
+
+    incident = incident_from_text("", {}, "1.20.3")
+    incident.rest = [ClusterSnapshot(bundle="pulled", flink_version="1.20.3",
+                                     jobs=[RestJob("0" * 32, name="clicks", state="RUNNING", vertices=vertices)])]
+    return incident
+
+
+def test_windows_without_a_watermark_and_no_source_metrics_say_what_to_pull():
+    from flink_runbooks.model import RestVertex
+
+    windows = RestVertex("Window(TumblingEventTimeWindows(10000)) -> Sink", parallelism=2, id="1" * 32,
+                         watermarks={"0": int(NO_WATERMARK), "1": int(NO_WATERMARK)},
+                         documents={"watermarks": "pulled/rest/jobs/x/vertices/y-watermarks.json"})
+    [f] = get_detector(SLUG).detect(_pulled([windows]))
+    assert f.root_cause.slug == "undetermined" and "Long.MIN_VALUE on 2 subtasks" in f.summary
+    assert "Window(TumblingEventTimeWindows(10000)) -> Sink" in f.summary
+    assert f.evidence[0].file.endswith("y-watermarks.json")
+
+
+def test_a_source_that_read_nothing_at_all_is_no_stalled_watermark():
+    """No subtask read a record: there is nothing to window yet, whatever the watermarks say."""
+    from flink_runbooks.model import RestVertex
+
+    source = RestVertex("Source: clicks", parallelism=2, id="2" * 32, subtask_metrics={
+        s: {"Source__clicks.numRecordsOut": 0, "Source__clicks.currentOutputWatermark": int(NO_WATERMARK)}
+        for s in ("0", "1")})
+    windows = RestVertex("Window(TumblingEventTimeWindows(10000))", parallelism=2, id="3" * 32,
+                         watermarks={"0": int(NO_WATERMARK), "1": int(NO_WATERMARK)})
+    assert get_detector(SLUG).detect(_pulled([source, windows])) == []
