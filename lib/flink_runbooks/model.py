@@ -175,6 +175,10 @@ class RestFailureEntry:
     concurrent: list[RestFailure] = field(default_factory=list)
 
 
+# Long.MIN_VALUE: how Flink's REST API says a subtask has no watermark yet (the web UI shows "No Watermark")
+NO_WATERMARK = -(1 << 63)
+
+
 @dataclass
 class RestVertex:
     name: str
@@ -183,6 +187,14 @@ class RestVertex:
     tasks: dict[str, int] = field(default_factory=dict)  # subtasks per execution state
     start_ms: int | None = None
     duration_ms: int | None = None
+    id: str | None = None
+    # GET /jobs/:jobid/vertices/:vertexid/watermarks: subtask index -> currentInputWatermark (epoch ms;
+    # Long.MIN_VALUE while no watermark has arrived); a source vertex has none (no input)
+    watermarks: dict[str, int] = field(default_factory=dict)
+    # GET /jobs/:jobid/vertices/:vertexid/subtasks/:subtaskindex/metrics: subtask index -> metric id -> value, the
+    # few metrics that tell an idle subtask from a stopped one (records in and out, output watermarks, source lags)
+    subtask_metrics: dict[str, dict[str, float]] = field(default_factory=dict)
+    documents: dict[str, str] = field(default_factory=dict)  # what -> path of the document read (for evidence)
 
 
 @dataclass

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from flink_runbooks.collect import rest
+from flink_runbooks.model import NO_WATERMARK
 from support import JOB, PLANTED, RECORDED, TM, RecordedCluster, recorded_cluster
 
 CLI = [sys.executable, "-m", "flink_runbooks.apps.cli"]
@@ -312,3 +313,79 @@ def test_a_streamed_log_never_takes_much_more_than_twice_its_cap_on_disk(tmp_pat
     assert cut and total > 1_000_000 and len(text.encode()) <= 8192
     assert max(sizes) <= 3 * 8192
     assert text.splitlines()[-1].startswith("line 1999 ") and "abcdef0123456789" not in text
+
+
+def _serving_a_pulled_bundle(bundle):
+    """A loopback JobManager answering the pull's GETs from the REST documents a genuine pull wrote (the folder of an
+    example incident): the watermarks page as written, the subtasks' metric list as the ids the documents hold, and
+    each subtask's metrics filtered by its ``get=`` as Flink filters them."""
+    import http.server
+    import urllib.parse
+
+    from support import loopback_server
+
+    rest_dir = bundle / "rest"
+    jid = json.loads((bundle / "manifest.json").read_text())["jobs"][0]
+    vertices = rest_dir / "jobs" / jid / "vertices"
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - the handler's name in http.server
+            url = urllib.parse.urlsplit(self.path)
+            path, get = url.path, urllib.parse.parse_qs(url.query).get("get", [""])[0]
+            parts = path.strip("/").split("/")
+            doc = None
+            if path == "/config":
+                doc = json.loads((rest_dir / "config.json").read_text())
+            elif path == "/jobs/overview":
+                doc = json.loads((rest_dir / "jobs-overview.json").read_text())
+            elif path == f"/jobs/{jid}":
+                doc = json.loads((rest_dir / "jobs" / jid / "job.json").read_text())
+            elif len(parts) == 5 and parts[4] == "watermarks":
+                doc = json.loads((vertices / f"{parts[3]}{rest.WATERMARKS_SUFFIX}").read_text())
+            elif len(parts) >= 6 and parts[4] == "subtasks":
+                metrics = json.loads((vertices / f"{parts[3]}{rest.SUBTASK_METRICS_SUFFIX}").read_text())
+                if parts[5] == "metrics":
+                    ids = {m["id"] for listed in metrics.values() for m in listed}
+                    doc = [{"id": i} for i in sorted(ids | {"buffers.inPoolUsage", "mailboxLatencyMs_p99"})]
+                else:
+                    wanted = set(get.split(","))
+                    doc = [m for m in metrics.get(parts[5], []) if m["id"] in wanted]
+            if doc is None:
+                self.send_error(404)
+                return
+            body = json.dumps(doc).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    return jid, loopback_server(Handler)
+
+
+@pytest.mark.parametrize("example", ["idle-split-1.20", "idle-split-2.3"])
+def test_a_running_jobs_watermarks_and_subtask_metrics_are_pulled_and_read_back(example, tmp_path):
+    """Per vertex of a running job: its watermarks page and, per subtask, only the metrics that tell an idle source
+    subtask apart (records, watermarks, source lags), never the hundred others a subtask has."""
+    from corpus import example as example_folder
+
+    jid, server = _serving_a_pulled_bundle(example_folder("watermark-stalled", example))
+    with server as running:
+        report = rest.pull(f"http://127.0.0.1:{running.server_port}", tmp_path / "bundle")
+    assert report.jobs == [jid]
+    asked = [r["path"] for r in json.loads((tmp_path / "bundle" / "manifest.json").read_text())["requests"]]
+    per_subtask = [p for p in asked if "/subtasks/" in p and "?get=" in p]
+    assert len(per_subtask) == 4  # two vertices of two subtasks
+    assert not [p for p in per_subtask if "buffers." in p or "mailbox" in p]
+    snapshot, warnings = rest.read_bundle(tmp_path / "bundle")
+    job, = snapshot.jobs
+    source, windows = job.vertices
+    assert source.name.startswith("Source: clicks[1]") and windows.name.startswith("GlobalWindowAggregate[5]")
+    records = {s: m.get("Source__clicks[1].numRecordsOut") for s, m in source.subtask_metrics.items()}
+    assert sorted(records.values()) == [0, 120]
+    if windows.watermarks:  # 1.20.3; 2.3.0 answered the page with [] and each subtask's metric holds it
+        assert windows.watermarks == {"0": NO_WATERMARK, "1": NO_WATERMARK}
+    assert {m["currentInputWatermark"] for m in windows.subtask_metrics.values()} == {NO_WATERMARK}
+    assert windows.documents["watermarks"].endswith(f"{windows.id}{rest.WATERMARKS_SUFFIX}")

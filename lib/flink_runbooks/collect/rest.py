@@ -12,6 +12,9 @@ The bundle (``pull(url, out)``):
   checkpoints and configuration, per TaskManager its details);
 - ``log/jobmanager/`` and ``log/taskmanager-<id>/``: the log files the cluster serves, under their own names; a file
   that several processes serve (a log folder they share) once, in ``log/shared/``;
+- ``rest/jobs/<job>/vertices/<vertex>-watermarks.json`` and ``-subtask-metrics.json``: for a running job, the
+  watermark each subtask received and the few metrics per subtask that tell an idle source subtask from a stopped
+  event time (``/jobs/:jobid/vertices/:vertexid/watermarks``, ``.../subtasks/:subtaskindex/metrics?get=``);
 - ``log/taskmanager-<id>/thread-dump.txt``: when a subtask is CANCELING, the thread dump of the TaskManager hosting
   it (``/jobs/:jobid/vertices/:vertexid`` names it), in jstack's form.
 
@@ -264,6 +267,8 @@ class PullReport:
     cancelling: set[str] = field(default_factory=set)
     # log files the JobManager served (wherever they are written: a shared log folder's files go to log/shared/)
     jobmanager_logs: list[str] = field(default_factory=list)
+    # running jobs (id -> details) whose vertices' watermarks and subtask metrics are pulled last
+    running: dict[str, dict] = field(default_factory=dict)
 
 
 def pull(url: str, out: str | os.PathLike, *, job: str | None = None, timeout: float = REQUEST_TIMEOUT_S,
@@ -295,6 +300,11 @@ def pull(url: str, out: str | os.PathLike, *, job: str | None = None, timeout: f
         _pull_configuration(client, root, version, report)
         _pull_jobs(client, root, jobs, report, say)
         _pull_logs(client, root, max_log_bytes, report, say)
+        # Last: the JobManager fetches metrics from the TaskManagers at most every metrics.fetcher.update-interval,
+        # in the background of the request that asks; the job details asked, and by now the answer is in.
+        for jid, details in report.running.items():
+            say(f"watermarks of job {jid}")
+            _pull_watermarks(client, root, jid, details, report)
     except PullError as exc:
         report.partial = True
         report.warnings.append(f"the pull stopped early, the bundle is partial: {exc}")
@@ -392,6 +402,8 @@ def _pull_jobs(client: RestClient, root: pathlib.Path, chosen: list[dict], repor
             report.warnings.append(str(exc))
             details = None
         report.cancelling.update(_cancelling_hosts(client, root, jid, details, report))
+        if isinstance(details, dict) and details.get("state") == "RUNNING":
+            report.running[jid] = details
         for name, path in (("exceptions", f"/jobs/{jid}/exceptions?maxExceptions={MAX_EXCEPTIONS}"),
                            ("checkpoints", f"/jobs/{jid}/checkpoints"),
                            ("checkpoints-config", f"/jobs/{jid}/checkpoints/config"),
@@ -428,6 +440,56 @@ def _cancelling_hosts(client: RestClient, root: pathlib.Path, jid: str, details:
             if isinstance(subtask, dict) and subtask.get("status") == "CANCELING" and subtask.get("taskmanager-id"):
                 hosts.add(str(subtask["taskmanager-id"]))
     return hosts
+
+
+# The metrics that tell a source subtask without data from one whose event time stopped (their names after the
+# operator's prefix, e.g. "Source__clicks[1].numRecordsOut"; MetricNames in 1.20.3 and 2.3.0): records in and out,
+# the watermarks a subtask received and emitted, and the FLIP-33 source metrics (idle time, event-time lags,
+# watermark alignment drift), with the window operators' late records.
+WATERMARK_METRICS = ("numRecordsIn", "numRecordsOut", "currentInputWatermark", "currentOutputWatermark",
+                     "sourceIdleTime", "currentEmitEventTimeLag", "currentFetchEventTimeLag", "watermarkLag",
+                     "watermarkAlignmentDrift", "numLateRecordsDropped")
+MAX_WATERMARK_SUBTASKS = 32  # per vertex: one GET each; enough to name the subtask that holds the rest back
+MAX_WATERMARK_METRICS = 60  # metric ids per GET (a long chain names the same metrics once per operator)
+WATERMARKS_SUFFIX = "-watermarks.json"  # rest/jobs/<job>/vertices/<vertex>-watermarks.json
+SUBTASK_METRICS_SUFFIX = "-subtask-metrics.json"  # {"<subtask>": [{"id": ..., "value": ...}, ...]}
+
+
+def _pull_watermarks(client: RestClient, root: pathlib.Path, jid: str, details: dict, report: PullReport) -> None:
+    """Per vertex of a running job, the watermark each subtask received (``GET
+    /jobs/:jobid/vertices/:vertexid/watermarks``, ``<subtask>.currentInputWatermark``) and, per subtask, the few
+    metrics that say whether it reads records and how far its event time is (``GET
+    /jobs/:jobid/vertices/:vertexid/subtasks/:subtaskindex/metrics?get=...``): windows that never fire show only
+    there. A metric the release or the job lacks is simply absent."""
+    folder = root / "rest" / "jobs" / jid / "vertices"
+    for vertex in [v for v in details.get("vertices") or [] if isinstance(v, dict)]:
+        vid = str(vertex.get("id", ""))
+        if not re.fullmatch(r"[0-9a-f]{32}", vid):
+            continue
+        try:
+            _write_json(folder / f"{vid}{WATERMARKS_SUFFIX}", client.get_json(f"/jobs/{jid}/vertices/{vid}/watermarks"))
+            available = client.get_json(f"/jobs/{jid}/vertices/{vid}/subtasks/metrics")
+        except PullError as exc:
+            report.warnings.append(str(exc))
+            continue
+        wanted = [str(m.get("id")) for m in available or [] if isinstance(m, dict)
+                  and str(m.get("id", "")).rsplit(".", 1)[-1] in WATERMARK_METRICS][:MAX_WATERMARK_METRICS]
+        parallelism = vertex.get("parallelism") if isinstance(vertex.get("parallelism"), int) else 0
+        if not wanted or parallelism <= 0:
+            continue
+        query = urllib.parse.quote(",".join(sorted(wanted)), safe=",")
+        per_subtask = {}
+        for index in range(min(parallelism, MAX_WATERMARK_SUBTASKS)):
+            try:
+                per_subtask[str(index)] = client.get_json(
+                    f"/jobs/{jid}/vertices/{vid}/subtasks/{index}/metrics?get={query}")
+            except PullError as exc:
+                report.warnings.append(str(exc))
+                break
+        if parallelism > MAX_WATERMARK_SUBTASKS:
+            report.warnings.append(f"vertex {vid} of job {jid} has {parallelism} subtasks: the metrics of the first "
+                                   f"{MAX_WATERMARK_SUBTASKS} were pulled (its watermarks name every subtask)")
+        _write_json(folder / f"{vid}{SUBTASK_METRICS_SUFFIX}", per_subtask)
 
 
 def _pull_thread_dump(client: RestClient, root: pathlib.Path, tm_id: str, quoted: str, report: PullReport) -> None:
@@ -656,10 +718,7 @@ def _read_job(folder: pathlib.Path, jid: str, shown: str, warnings: list[str]) -
         job.state_times = {k: v for k, v in _numbers(details.get("timestamps")).items() if v > 0}
         for v in details.get("vertices") or []:
             if isinstance(v, dict):
-                job.vertices.append(RestVertex(
-                    name=str(v.get("name") or ""), status=_text(v.get("status")),
-                    parallelism=_millis(v.get("parallelism")), tasks=_numbers(v.get("tasks")),
-                    start_ms=_millis(v.get("start-time")), duration_ms=_millis(v.get("duration"))))
+                job.vertices.append(_vertex(v, folder / "vertices", root, shown, warnings))
     exceptions = _document(folder / "exceptions.json", shown, warnings)
     if isinstance(exceptions, dict) and isinstance(exceptions.get("exceptionHistory"), dict):
         history = exceptions["exceptionHistory"]
@@ -697,6 +756,46 @@ def _read_job(folder: pathlib.Path, jid: str, shown: str, warnings: list[str]) -
             externalized=external.get("enabled") if isinstance(external.get("enabled"), bool) else None,
             state_backend=_text(config.get("state_backend")), checkpoint_storage=_text(config.get("checkpoint_storage")))
     return job
+
+
+def _vertex(doc: dict, folder: pathlib.Path, root: pathlib.Path, shown: str, warnings: list[str]) -> RestVertex:
+    """One vertex of the job details, with its subtasks' watermarks and metrics when the pull took them."""
+    vid = _text(doc.get("id"))
+    vertex = RestVertex(name=str(doc.get("name") or ""), status=_text(doc.get("status")),
+                        parallelism=_millis(doc.get("parallelism")), tasks=_numbers(doc.get("tasks")),
+                        start_ms=_millis(doc.get("start-time")), duration_ms=_millis(doc.get("duration")), id=vid)
+    if not vid or not re.fullmatch(r"[0-9a-f]{32}", vid):
+        return vertex
+    path = folder / f"{vid}{WATERMARKS_SUFFIX}"
+    watermarks = _document(path, shown, warnings)
+    if isinstance(watermarks, list):
+        vertex.documents["watermarks"] = _relative(path, root, shown)
+        for metric in watermarks:
+            subtask, value = _metric(metric)
+            if subtask is not None and value is not None and subtask.endswith(".currentInputWatermark"):
+                vertex.watermarks[subtask.split(".", 1)[0]] = int(value)
+    path = folder / f"{vid}{SUBTASK_METRICS_SUFFIX}"
+    metrics = _document(path, shown, warnings)
+    if isinstance(metrics, dict):
+        vertex.documents["subtask-metrics"] = _relative(path, root, shown)
+        for index, listed in metrics.items():
+            if str(index).isdigit() and isinstance(listed, list):
+                vertex.subtask_metrics[str(index)] = {name: value for name, value in map(_metric, listed)
+                                                      if name is not None and value is not None}
+    return vertex
+
+
+def _metric(doc: Any) -> tuple[str | None, float | int | None]:
+    """A metric of the REST API, ``{"id": name, "value": "<number as text>"}``, as a name and a number (a whole
+    number stays exact: a watermark is a long)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("id"), str):
+        return None, None
+    value = doc.get("value")
+    try:
+        number = int(value) if re.fullmatch(r"-?\d+", str(value)) else float(value)
+    except (TypeError, ValueError):
+        return doc["id"], None
+    return doc["id"], number if number == number else None  # NaN: no value
 
 
 def _number_lines(path: pathlib.Path, entries: list[RestFailureEntry]) -> None:
