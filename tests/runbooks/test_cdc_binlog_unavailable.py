@@ -63,6 +63,33 @@ def test_an_unknown_table_schema_is_not_this_runbook(spark):
     assert not any(f.runbook == SLUG for f in d.findings)
 
 
+def test_a_checkpoint_whose_offset_was_days_behind_is_a_lagging_reader():
+    text = "\n".join([
+        line("09:00:00,000", "Restoring job 44a1c7e0d3b6f9a2c5e8b1d4f7a0c3e6 from latest valid checkpoint: Checkpoint 384 "
+             "@ 1764666000000 for 44a1c7e0d3b6f9a2c5e8b1d4f7a0c3e6.",
+             logger="org.apache.flink.runtime.checkpoint.CheckpointCoordinator"),
+        line("09:00:02,000", "Starting offset is initialized to {ts_sec=1764320400, file=mysql-bin.000077, pos=4, "
+             "kind=SPECIFIC, row=0, event=0, server_id=1}", logger=CONTEXT),
+        _check("mysql-bin.000077", 4)])
+    [f] = _detect(text)
+    assert f.root_cause.slug == "reader-fell-behind" and f.details["offset behind the checkpoint (days)"] == 4
+    assert "not a late restore" in f.summary
+    assert [p.key for p in f.patches] == ["scan.startup.mode", "raise the server's binlog retention",
+                                          "find what slows the source"]
+
+
+def test_a_recent_checkpoint_with_a_fresh_offset_is_a_restore():
+    text = "\n".join([
+        line("09:00:00,000", "Restoring job 44a1c7e0d3b6f9a2c5e8b1d4f7a0c3e6 from latest valid checkpoint: Checkpoint 384 "
+             "@ 1764666000000 for 44a1c7e0d3b6f9a2c5e8b1d4f7a0c3e6.",
+             logger="org.apache.flink.runtime.checkpoint.CheckpointCoordinator"),
+        line("09:00:02,000", "Starting offset is initialized to {ts_sec=1764665990, file=mysql-bin.000077, pos=4, "
+             "kind=SPECIFIC, row=0, event=0, server_id=1}", logger=CONTEXT),
+        _check("mysql-bin.000077", 4)])
+    [f] = _detect(text)
+    assert f.root_cause.slug == "restored-offset-expired"
+
+
 def test_a_configured_start_offset_already_purged():
     text = "\n".join([
         "CREATE TABLE orders (...) WITH ('connector' = 'mysql-cdc', 'scan.startup.mode' = 'specific-offset', "

@@ -83,6 +83,18 @@ def test_a_connection_cut_while_in_use_is_the_database_not_idleness():
     assert "1,204 ms before it broke" in f.summary
 
 
+def test_a_closed_connection_under_the_connectors_retries_is_named_by_its_retries():
+    for error in (f"{COMMS}: No operations allowed after connection closed.",
+                  "org.postgresql.util.PSQLException: This connection has been closed."):
+        text = "\n".join([
+            *[line(f"06:18:2{i},000", f"JDBC executeBatch error, retry times = {i}", level="ERROR",
+                   logger=OUTPUT_FORMAT) + f"\njava.sql.BatchUpdateException: x\nCaused by: {error}" for i in range(4)],
+            f"java.io.IOException: Writing records to JDBC failed.\nCaused by: {error}"])
+        [f] = _detect(text)
+        assert f.root_cause.slug == "retries-exhausted" and f.details["sink.max-retries"] == 3, error
+        assert not any(p.target == "code" for p in f.patches)  # the default retries were spent: more do not help
+
+
 def test_without_timing_refusal_or_retries_it_asks_for_the_taskmanager_log():
     [f] = _detect("org.postgresql.util.PSQLException: This connection has been closed.")
     assert f.root_cause.slug == "undetermined" and f.confidence < 0.5

@@ -135,6 +135,13 @@ class CdcBinlogUnavailable(Detector):
                   "servers ('Connector last known GTIDs are …, but MySQL has …'), or a required binlog file newer "
                   "than every file the server has or with another base name.",
                   patches=(_SNAPSHOT, _GTID)),
+        RootCause("reader-fell-behind",
+                  "The source's position was already days old when the checkpoint it resumed from was taken: the "
+                  "reader lagged behind the server (back pressure, a long snapshot phase) until the server purged "
+                  "what it had not read yet.",
+                  "A restore from a checkpoint whose time ('Checkpoint N @ <ms>') is days after the offset's last "
+                  "event (ts_sec in 'Starting offset is initialized to {…}'): both are epoch times.",
+                  patches=(_SNAPSHOT, _RETENTION, "ops:find what slows the source")),
         RootCause("configured-offset-not-kept",
                   "The job started without state at a position chosen in its options (scan.startup.mode "
                   "'specific-offset', 'timestamp' or 'earliest-offset') that the server no longer keeps.",
@@ -176,6 +183,13 @@ class CdcBinlogUnavailable(Detector):
         "why newer file": "The offset needs {file}, newer than every file this server has ({has}): its binlog "
                           "numbering is another server's.",
         "why other name": "The offset needs {file}, while this server's binlog files are named {name}.*.",
+        "reader-fell-behind": "The job resumed from {kind} {id}, whose offset was already {lag} day(s) behind "
+                              "when the checkpoint was taken: the source read the binlog more slowly than the server "
+                              "wrote and purged it (back pressure, a long snapshot phase), not a late restore.{files}",
+        "lag reason": "The source was {lag} day(s) behind the server when it checkpointed: look for back pressure "
+                      "downstream of the CDC source (busy sinks, skewed joins) and for a snapshot phase longer than "
+                      "the binlog retention; read its lag (the source's currentFetchEventTimeLag / "
+                      "currentEmitEventTimeLag metrics) before the next failure.",
         "configured-offset-not-kept": "The job started without a snapshot, at the offset its options chose "
                                       "(scan.startup.mode '{mode}'), and the server has already purged it.{files}",
         "undetermined": "Nothing says why it is gone: no restore, no other server, no configured start offset in "
@@ -276,6 +290,14 @@ class CdcBinlogUnavailable(Detector):
             else:
                 why = self.say("why other name", file=needed, name=BINLOG_NAME.match(has[0])["base"])
             summary = self.say(cause, why=why)
+        elif not savepoints and restores and self._lag_days(offset_text, restores[-1][1]) is not None:
+            cause = "reader-fell-behind"
+            rm = restores[-1][1]
+            lag = self._lag_days(offset_text, rm)
+            add(restores[-1][0], self.say("note restore"))
+            details["offset behind the checkpoint (days)"] = lag
+            summary = self.say(cause, kind=rm["kind"].lower(), id=rm["id"], lag=lag, files=self._files(needed, has))
+            retention_need = f"{lag} days"
         elif restores or savepoints:
             cause = "restored-offset-expired"
             if savepoints:
@@ -357,6 +379,15 @@ class CdcBinlogUnavailable(Detector):
         when = dt.datetime.fromtimestamp(int(ts["ts"]), dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
         return when, days
 
+    @staticmethod
+    def _lag_days(offset_text: str, restored: re.Match[str]) -> int | None:
+        """Whole days between the offset's last event and the checkpoint that holds it (two epoch times, no zone)."""
+        ts = OFFSET_TS.search(offset_text)
+        if not ts or int(ts["ts"]) == 0 or int(restored["at"]) == 0:
+            return None
+        days = int((int(restored["at"]) / 1000 - int(ts["ts"])) // 86400)
+        return days if days >= 1 else None
+
     def _files(self, needed: str | None, has: list[str]) -> str:
         if not needed or not has:
             return ""
@@ -382,6 +413,10 @@ class CdcBinlogUnavailable(Detector):
                                              snippet=self.say("gtid snippet"), urgent=False)]
         if cause == "configured-offset-not-kept":
             return [snapshot, retention]
+        if cause == "reader-fell-behind":
+            return [snapshot, retention, self.ops_patch("find what slows the source",
+                                                        self.say("lag reason", lag=retention_need.split()[0]),
+                                                        urgent=False)]
         return [self.ops_patch("find the offset and the server's binlog", self.say("collect reason")), snapshot]
 
 
