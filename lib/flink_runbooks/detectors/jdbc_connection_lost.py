@@ -102,12 +102,12 @@ class JdbcConnectionLost(Detector):
     # (a continuation line of the message) and the connector's lines. A driver's error alone is no signature: a
     # job's own connection pool loses connections too, and that is the job's code (user-code-exception).
     signatures = (
-        MYSQL_TIMING.pattern,
+        signature(MYSQL_TIMING),
         r"The last packet sent successfully to the server was",
-        RETRY.pattern,
-        REESTABLISH_FAILED.pattern,
-        SINK_FAILED.pattern,
-        LOOKUP_FAILED.pattern,
+        signature(RETRY),
+        signature(REESTABLISH_FAILED),
+        signature(SINK_FAILED),
+        signature(LOOKUP_FAILED),
     )
     frames = (r"JdbcRowDataLookupFunction|JdbcOutputFormat|JdbcBatchingOutputFormat|GenericJdbcSinkFunction|"
               r"JdbcWriter",)
