@@ -160,3 +160,17 @@ def test_the_readme_shows_what_diagnose_prints(spark, capsys, monkeypatch, resto
     readme = (ROOT / "README.md").read_text()
     assert f"flink-runbooks diagnose {restore_incident}`" in readme
     assert "```text\n" + out + "```" in readme, "regenerate the README's example from the command it names"
+
+
+def test_an_action_named_after_credentials_keeps_its_reason_readable():
+    """The masking reads 'credentials: Compare' as a secret's value: the action's name and its reason are masked
+    apart, so prose stays readable while a secret quoted in the reason is still hidden."""
+    from flink_runbooks.model import Patch
+    from flink_runbooks.render.terminal import _actions, _Lines
+
+    out = _Lines(width=100, inputs=(), color=False)
+    _actions(out, [Patch(target="ops", key="check the client credentials", proposed=None,
+                         reason="Compare the job's sasl.mechanism; the logs show password=hunter2.")], "Do now:")
+    text = "\n".join(out.lines)
+    assert "check the client credentials: Compare the job's" in text
+    assert "hunter2" not in text

@@ -144,3 +144,10 @@ def test_pasted_connection_warnings_alone_are_a_low_confidence_reading_with_the_
     [f] = _detect(lines)
     assert f.root_cause.slug == "brokers-unreachable" and f.confidence < 0.5
     assert f.details["outcome"].startswith("unknown") and "not in this excerpt" in f.summary
+
+
+def test_a_kerberos_login_without_a_ticket_is_left_to_the_kerberos_runbook(spark):
+    """GSSAPI found no TGT: rotating a password or changing the SASL mechanism would not help."""
+    diagnosis = run_detectors(ingest([str(example("kerberos-token-expired", "excerpt-kafka-no-tgt"))], spark))
+    assert diagnosis.primary.runbook == "kerberos-token-expired"
+    assert "kafka-client-timeout" not in {f.runbook for f in diagnosis.findings}

@@ -40,6 +40,9 @@ CLIENT_TIMEOUT = re.compile(rf"{signature(POSITION_TIMEOUT)}|{signature(METADATA
                             r"Timeout expired after \d+ ?milliseconds while awaiting \w+")
 AUTHENTICATION = re.compile(r"SaslAuthenticationException|SslAuthenticationException|"
                             r"failed authentication due to: (?P<why>.*)")
+# A GSSAPI login without a valid ticket: the credentials are the Kerberos login's (kerberos-token-expired), not the
+# client's SASL settings that this runbook checks.
+KERBEROS_TICKET_MISSING = re.compile(r"Failed to find any Kerberos tgt|TGT is expired|\(Mechanism level: Ticket expired")
 AUTHORIZATION = re.compile(r"(?:Topic|Group|TransactionalId|Cluster)AuthorizationException|"
                            r"Not authorized to access (?:topics|group): ?(?P<what>.*)|"
                            r"(?:Topic|Group|Transactional Id|Cluster) authorization failed|"
@@ -249,6 +252,8 @@ class KafkaClientTimeout(Detector):
         evidence = [fault]
         notes = {0: self.say("failure note")}
         auth = AUTHENTICATION.search(text)
+        if auth and KERBEROS_TICKET_MISSING.search(text):
+            return []
         authz = AUTHORIZATION.search(fault.text) or AUTHORIZATION.search(text)
         missing = TOPIC_MISSING.search(text)
         if auth:

@@ -218,7 +218,7 @@ def _finding(out: _Lines, f: Finding, diagnosis: Diagnosis, *, full: bool, verbo
     if code:
         out.add(f"  Job code{apart}:")
         for p in code:
-            out.add(out.clean(f"{p.key}: {p.reason}"), first="    - ", indent="      ")
+            out.add(f"{out.clean(p.key)}: {out.clean(p.reason)}", first="    - ", indent="      ")
             if p.snippet and verbose:
                 out.verbatim(out.clean(p.snippet), "        ")
     # prevention's commands wait for --verbose: they would push the evidence off the first screen
@@ -249,7 +249,7 @@ def _actions(out: _Lines, actions: Sequence[Patch], heading: str, *, snippets: b
         return
     out.add(heading)
     for i, p in enumerate(actions, 1):
-        out.add(out.clean(f"{p.key}: {p.reason}"), first=f"    {i}. ", indent="       ")
+        out.add(f"{out.clean(p.key)}: {out.clean(p.reason)}", first=f"    {i}. ", indent="       ")
         if p.snippet and snippets:
             out.verbatim(out.clean(p.snippet), "         ")
 
