@@ -1,0 +1,44 @@
+"""Unit prices of order lines through a Python scalar function (Table API), written to a print sink.
+
+    orders_job.py [--lines good|zero-quantity] [--rules shipped|on-client-only]
+
+--lines zero-quantity adds an order line with quantity 0: unit_price divides by it and raises ZeroDivisionError in
+the Python worker. --rules on-client-only takes the rounding rule from the module order_rules, found on the client's
+PYTHONPATH but not shipped to the workers (no python.files): the worker cannot import it.
+"""
+import argparse
+
+from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
+from pyflink.table.udf import udf
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--lines", default="good")
+parser.add_argument("--rules", default="inline")
+args, _ = parser.parse_known_args()
+
+if args.rules == "on-client-only":
+    from order_rules import round_price
+else:
+    def round_price(value):
+        return round(value, 2)
+
+
+@udf(result_type=DataTypes.DOUBLE())
+def unit_price(amount, quantity):
+    return round_price(amount / quantity)
+
+
+def main():
+    t_env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    rows = [("o-1001", 59.97, 3), ("o-1002", 12.50, 1), ("o-1003", 100.00, 4)]
+    if args.lines == "zero-quantity":
+        rows.append(("o-1004", 19.99, 0))
+    lines = t_env.from_elements(rows, DataTypes.ROW([DataTypes.FIELD("order_id", DataTypes.STRING()),
+                                                      DataTypes.FIELD("amount", DataTypes.DOUBLE()),
+                                                      DataTypes.FIELD("quantity", DataTypes.INT())]))
+    t_env.execute_sql("CREATE TABLE unit_prices (order_id STRING, unit_price DOUBLE) WITH ('connector' = 'print')")
+    lines.select(lines.order_id, unit_price(lines.amount, lines.quantity)).execute_insert("unit_prices")
+
+
+if __name__ == "__main__":
+    main()
