@@ -159,3 +159,24 @@ def test_a_line_left_short_by_a_wrap_before_a_long_word_is_kept_with_the_rest():
     header = np.array([True, False, False, False, False, True])
     keep = np.array([False, False, False, False, True, False])
     assert layouts.widen_kept(pa.array(lines), header, keep).tolist() == [True, True, True, True, True, False]
+
+
+def test_the_lines_under_a_kept_python_frame_are_kept_up_to_the_exception_that_ends_the_traceback():
+    import numpy as np
+    import pyarrow as pa
+
+    lines = ["2026-11-29 00:44:00,660 WARN  org.apache.flink.runtime.taskmanager.Task [] - PythonCalc[2] (1/1)#0 failed",
+             "java.lang.RuntimeException: Error received from SDK harness for instruction 1: Traceback (most recent "
+             "call last):",
+             '  File "/data/flink/job/orders_job.py", line 28, in unit_price',
+             "    return round_price(amount / quantity)",
+             "                       ~~~~~~~^~~~~~~~~~",
+             "ZeroDivisionError: float division by zero",
+             "",
+             "\tat org.apache.beam.sdk.util.MoreFutures.get(MoreFutures.java:61)",
+             "2026-11-29 00:44:00,665 INFO  org.apache.flink.runtime.taskmanager.Task [] - Freeing task resources"]
+    header = np.array([True, False, False, False, False, False, False, False, True])
+    frame = bool(re.match(layouts.PYTHON_FRAME_JAVA, lines[2]))
+    keep = np.array([True, True, frame, False, False, False, False, False, False])
+    assert frame
+    assert layouts.widen_kept(pa.array(lines), header, keep).tolist() == [True] * 6 + [False] * 3

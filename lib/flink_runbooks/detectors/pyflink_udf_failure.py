@@ -195,7 +195,8 @@ class PyflinkUdfFailure(Detector):
                    "worker (python -m venv venv && venv/bin/pip install apache-flink=={version} && zip -r venv.zip "
                    "venv).",
         "pythonpath": "The interpreter embedded in the TaskManager sees the virtualenv's packages through "
-                      "python.pythonpath.",
+                      "python.pythonpath: its site-packages folder ({venv}/bin/python -c 'import site; "
+                      "print(site.getsitepackages()[0])' prints it).",
         "collect": "Flink's message is the Python worker's failure; the Python traceback under it names the exception "
                    "and the job's file and line.",
     }
@@ -214,8 +215,8 @@ class PyflinkUdfFailure(Detector):
             event, m = _best_event(cannot_run)
             cause = "python-interpreter-missing"
             summary = self._head(event, _mode(incident, None)) + self.say(
-                cause, program=m["program"], reason=self.say(f"reason {m['errno']}" if m["errno"] in ("2", "13")
-                                                             else "reason 2"), errno=m["errno"])
+                cause, program=m["program"], reason=self.say("reason 13" if m["errno"] == "13" else "reason 2"),
+                errno=m["errno"])
             add(event, self.say("failure note", text=m.group(0)))
             for ev, im in incident.find(INTERPRETER_PATH):
                 add(ev, self.say("interpreter note", path=im["path"]))
@@ -317,7 +318,7 @@ class PyflinkUdfFailure(Detector):
         venv = _venv(incident)
         if thread and venv:
             site = _site_packages(incident, venv)
-            return [self.flink_patch(incident, "python.pythonpath", site, self.say("pythonpath"))]
+            return [self.flink_patch(incident, "python.pythonpath", site, self.say("pythonpath", venv=venv))]
         if client and client != current:
             return [self.flink_patch(incident, "python.executable", client,
                                      self.say("interpreter from client", value=client, version=version))]
