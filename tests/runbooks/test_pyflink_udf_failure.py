@@ -33,7 +33,8 @@ def _detect(text: str, config: dict | None = None, version: str = "1.20.3"):
     return get_detector(SLUG).detect(incident_from_text(text, config or {}, version, file="taskmanager.log"))
 
 
-@pytest.mark.parametrize("name, mode", [("udf-raises-process-1.20.3", "process"), ("udf-raises-thread-1.20.3", "thread")])
+@pytest.mark.parametrize("name, mode", [("udf-raises-process-1.20.3", "process"), ("udf-raises-thread-1.20.3", "thread"),
+                                        ("udf-raises-process-2.3.0", "process"), ("udf-raises-thread-2.3.0", "thread")])
 def test_genuine_function_raising_names_the_jobs_file_line_and_exception(spark, name, mode):
     primary = run_detectors(ingest([str(example(SLUG, name))], spark)).primary
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "user-function-raised")
@@ -52,8 +53,9 @@ def test_genuine_process_mode_failure_shows_the_code_line(spark):
     assert "(`return round_price(amount / quantity)`)" in primary.summary
 
 
-def test_genuine_module_not_shipped_proposes_python_files(spark):
-    primary = run_detectors(ingest([str(example(SLUG, "module-missing-1.20.3"))], spark)).primary
+@pytest.mark.parametrize("name", ["module-missing-1.20.3", "module-missing-2.3.0"])
+def test_genuine_module_not_shipped_proposes_python_files(spark, name):
+    primary = run_detectors(ingest([str(example(SLUG, name))], spark)).primary
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "module-missing-on-workers")
     assert primary.details["missing_module"] == "order_rules"
     assert "while cloudpickle loaded the function" in primary.summary
@@ -150,3 +152,9 @@ def test_a_traceback_cut_before_the_exception_is_undetermined(tmp_path):
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "undetermined")
     assert "Collect next" in primary.summary
     assert [p.key for p in primary.patches] == ["collect the Python traceback"]
+
+
+def test_genuine_job_script_failing_on_the_client_is_not_a_workers_failure(spark):
+    # the same ModuleNotFoundError, printed by the client's Python process before "Python process exits with code: 1"
+    diagnosis = run_detectors(ingest([str(example(SLUG, "near-miss-client-module-missing-1.20.3"))], spark))
+    assert diagnosis.primary is None

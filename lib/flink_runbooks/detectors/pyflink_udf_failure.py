@@ -36,12 +36,14 @@ from flink_runbooks.vocabulary.wordings import Wording
 SLUG = "pyflink-udf-failure"
 # Beam's FnApiControlClient: the worker's answer to an instruction was an error (its traceback follows)
 SDK_HARNESS_ERROR = re.compile(r"Error received from SDK harness for instruction (?P<instruction>[\w-]+):")
-PEMJA_ERROR = re.compile(r"pemja\.core\.PythonException: <class '(?P<cls>[\w.]+)'>")
+PEMJA_ERROR = re.compile(r"(?:pemja\.core\.)?PythonException: <class '(?P<cls>[\w.]+)'>")
 # ProcessBuilder#start, from PythonEnvironmentManagerUtils (the worker's runner script is found with the interpreter)
 CANNOT_RUN = re.compile(r"Cannot run program \"(?P<program>[^\"]+)\"(?: \(in directory \"[^\"]*\"\))?: "
                         r"error=(?P<errno>\d+), (?P<reason>No such file or directory|Permission denied)")
 # AbstractPythonEnvironmentManager (INFO), as each Python operator opens
 INTERPRETER_PATH = re.compile(r"Python interpreter path: (?P<path>\S+)")
+# The Python worker logging its own failure (the logger is its Python file: beam_sdk_worker_main.py, sdk_worker.py)
+WORKER_LOGGER = re.compile(r"(?:apache_beam|pyflink)/.*\.py(?::\d+)?$")
 # Beam's ProcessManager: the worker process ended while the TaskManager still needed it
 PROCESS_DIED = re.compile(r"Process died with exit code (?P<code>-?\d+)")
 # The packages apache-flink installs for its Python worker (its Requires-Dist in 1.20.3 and 2.3.0): missing one means
@@ -73,7 +75,7 @@ class PyflinkUdfFailure(Detector):
     collect_next = _NEXT
     signatures = (
         r"Error received from SDK harness for instruction",
-        r"pemja\.core\.PythonException",
+        r"PythonException: <class '",
         r"Cannot run program \"[^\"]*python[^\"]*\"",
         r"Python interpreter path: ",
         r"Process died with exit code",
@@ -87,7 +89,7 @@ class PyflinkUdfFailure(Detector):
                 "in flink-python; the same text in 1.20.3 and 2.3.0): the Python worker's traceback follows",
                 "java.lang.RuntimeException: Error received from SDK harness for instruction 1: Traceback (most "
                 "recent call last):"),
-        Wording(SLUG, r"pemja\.core\.PythonException: <class '[\w.]+'>: ", "1.15 – 2.x",
+        Wording(SLUG, r"(?:pemja\.core\.)?PythonException: <class '[\w.]+'>: ", "1.15 – 2.x",
                 "pemja.core.PythonException (PEMJA, python.execution-mode: thread; recorded with 1.20.3): the Python "
                 "exception's class and message, its frames printed as Java frames",
                 "pemja.core.PythonException: <class 'ZeroDivisionError'>: float division by zero"),
@@ -202,7 +204,9 @@ class PyflinkUdfFailure(Detector):
     }
 
     def detect(self, incident: Incident) -> list[Finding]:
-        failures = [f for ev in incident.events for f in python_failures(ev)]
+        # A traceback counts where the worker reported it; the client's own (the job script failing where it is
+        # submitted, "Python process exits with code: N") is not a worker's failure.
+        failures = [f for ev in incident.events if _from_worker(ev) for f in python_failures(ev)]
         cannot_run = [(ev, m) for ev, m in incident.find(CANNOT_RUN) if "python" in m["program"].lower()
                       or _is_interpreter(incident, m["program"])]
         wordings = [ev for ev in incident.events
@@ -325,6 +329,11 @@ class PyflinkUdfFailure(Detector):
         return [self.flink_patch(incident, "python.archives", "venv.zip", self.say("archive", version=version)),
                 self.flink_patch(incident, "python.executable", "venv.zip/venv/bin/python",
                                  self.say("interpreter in archive", version=version))]
+
+
+def _from_worker(event: Event) -> bool:
+    return bool(SDK_HARNESS_ERROR.search(event.text) or PEMJA_ERROR.search(event.text)
+                or WORKER_LOGGER.search(event.logger or ""))
 
 
 def _best_failure(failures: list[PythonFailure]) -> PythonFailure | None:

@@ -88,12 +88,12 @@ def python_failures(event: Event) -> list[PythonFailure]:
     for link in links[len(blocks):]:  # an exception whose frames were not kept
         out.append(PythonFailure(event, link.cls, link.message, [], "process"))
     for link in event.chain:
-        if link.cls == PEMJA_EXCEPTION:
+        # pasted without its package, the class is "PythonException"; PEMJA's message names the Python class
+        if link.cls in (PEMJA_EXCEPTION, "PythonException") and _PEMJA_MESSAGE.match(link.message):
             m = _PEMJA_MESSAGE.match(link.message)
             frames = [PythonFrame(f["module"] + (".py" if f["file"].endswith(".py") else ""), int(f["line"]),
                                   f["function"]) for f in map(PEMJA_FRAME.match, event.frames) if f]
-            out.append(PythonFailure(event, m["cls"] if m else None, (m["message"] if m else link.message).strip(),
-                                     list(reversed(frames)), "thread"))
+            out.append(PythonFailure(event, m["cls"], m["message"].strip(), list(reversed(frames)), "thread"))
     return out
 
 

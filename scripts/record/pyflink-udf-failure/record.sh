@@ -11,6 +11,8 @@
 #   module-missing          the function uses a module found on the client's PYTHONPATH, not shipped (no python.files)
 #   bad-python-executable   python.executable names an interpreter the TaskManager host does not have
 #   near-miss-udf-ok        the same job without the zero quantity: it runs and finishes
+#   near-miss-client-module-missing  the job needs order_rules but the client does not have it either: the job script
+#                           fails where it is submitted (no Python worker ever starts)
 # Each scenario writes <dest-root>/<scenario>-<version>/. PORT_OFFSET as for lib.sh. The virtualenv must be readable
 # by the user the cluster runs as (made from a system interpreter, not one under /root).
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -39,6 +41,7 @@ for scenario in "$@"; do
   case $scenario in
     udf-raises-*|thread-mode-*) args="--lines zero-quantity" ;;
     module-missing) args="--rules on-client-only"; env="PYTHONPATH=$RUN/job/client-lib" ;;
+    near-miss-client-module-missing) args="--rules on-client-only" ;;
   esac
   act "run orders_job.py $args${env:+ with $env on the client}"
   out=$RUN/cli-submit-$(date +%H%M%S).out
@@ -46,7 +49,7 @@ for scenario in "$@"; do
   JOBID=$(grep -oE 'JobID [0-9a-f]{32}' "$out" | tail -1 | awk '{print $2}')
   log "submitted job '$JOBID'"; tail -3 "$out" >&2
   if [ "$scenario" = near-miss-udf-ok ]; then wait_state FINISHED 120
-  else wait_state FAILED 180; fi
+  elif [ -n "$JOBID" ]; then wait_state FAILED 180; fi
   finish_run "$DEST/$scenario-$VERSION"
   # the virtualenv's place on this machine and the other paths of the recorder, made neutral like the run's
   bash "$HERE/neutralise.sh" "$DEST/$scenario-$VERSION" "$VENV" "$FH" "$FLINK_LAB"
