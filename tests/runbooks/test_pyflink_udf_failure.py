@@ -158,3 +158,27 @@ def test_genuine_job_script_failing_on_the_client_is_not_a_workers_failure(spark
     # the same ModuleNotFoundError, printed by the client's Python process before "Python process exits with code: 1"
     diagnosis = run_detectors(ingest([str(example(SLUG, "near-miss-client-module-missing-1.20.3"))], spark))
     assert diagnosis.primary is None
+
+
+def test_a_workers_traceback_pasted_alone_is_read_and_a_clients_is_not(tmp_path):
+    worker = "\n".join([
+        "Traceback (most recent call last):",
+        f'  File "{SITE}/apache_beam/runners/worker/sdk_worker.py", line 295, in _execute',
+        "    response = task()",
+        f'  File "{SITE}/pyflink/fn_execution/table/operations.py", line 102, in process_element',
+        "    return self.func(value)",
+        '  File "/opt/jobs/prices.py", line 12, in unit_price',
+        "    return amount / quantity",
+        "ZeroDivisionError: division by zero",
+    ])
+    primary = run_detectors(incident_from_files(tmp_path / "worker", {"paste.txt": worker + "\n"}, "1.20.3")).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "user-function-raised")
+    assert (primary.details["file"], primary.details["line"]) == ("/opt/jobs/prices.py", 12)
+    client = "\n".join([
+        "Traceback (most recent call last):",
+        '  File "/opt/jobs/prices.py", line 3, in <module>',
+        "    from order_rules import round_price",
+        "ModuleNotFoundError: No module named 'order_rules'",
+    ])
+    findings = run_detectors(incident_from_files(tmp_path / "client", {"paste.txt": client + "\n"}, "1.20.3")).findings
+    assert all(f.runbook != SLUG for f in findings)

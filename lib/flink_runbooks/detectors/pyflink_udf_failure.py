@@ -44,6 +44,7 @@ CANNOT_RUN = re.compile(r"Cannot run program \"(?P<program>[^\"]+)\"(?: \(in dir
 INTERPRETER_PATH = re.compile(r"Python interpreter path: (?P<path>\S+)")
 # The Python worker logging its own failure (the logger is its Python file: beam_sdk_worker_main.py, sdk_worker.py)
 WORKER_LOGGER = re.compile(r"(?:apache_beam|pyflink)/.*\.py(?::\d+)?$")
+WORKER_FRAME = re.compile(r'^File "[^"]*(?:apache_beam/runners/worker/|pyflink/fn_execution/)')
 # Beam's ProcessManager: the worker process ended while the TaskManager still needed it
 PROCESS_DIED = re.compile(r"Process died with exit code (?P<code>-?\d+)")
 # The packages apache-flink installs for its Python worker (its Requires-Dist in 1.20.3 and 2.3.0): missing one means
@@ -332,8 +333,10 @@ class PyflinkUdfFailure(Detector):
 
 
 def _from_worker(event: Event) -> bool:
+    """Flink's message of a worker's failure, the worker's own log record, or a traceback (pasted alone) through the
+    worker's code."""
     return bool(SDK_HARNESS_ERROR.search(event.text) or PEMJA_ERROR.search(event.text)
-                or WORKER_LOGGER.search(event.logger or ""))
+                or WORKER_LOGGER.search(event.logger or "") or any(WORKER_FRAME.search(b) for b in event.body))
 
 
 def _best_failure(failures: list[PythonFailure]) -> PythonFailure | None:
