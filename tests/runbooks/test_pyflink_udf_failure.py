@@ -182,3 +182,11 @@ def test_a_workers_traceback_pasted_alone_is_read_and_a_clients_is_not(tmp_path)
     ])
     findings = run_detectors(incident_from_files(tmp_path / "client", {"paste.txt": client + "\n"}, "1.20.3")).findings
     assert all(f.runbook != SLUG for f in findings)
+
+
+def test_genuine_worker_killed_without_a_traceback_is_undetermined_and_says_where_to_look(spark):
+    primary = run_detectors(ingest([str(example(SLUG, "worker-killed-1.20.3"))], spark)).primary
+    assert (primary.runbook, primary.root_cause.slug) == (SLUG, "undetermined")
+    assert "CANCELLED: client cancelled" in primary.summary and "OOM killer" in primary.summary
+    [patch] = primary.patches
+    assert "dmesg" in patch.snippet

@@ -45,6 +45,11 @@ INTERPRETER_PATH = re.compile(r"Python interpreter path: (?P<path>\S+)")
 # The Python worker logging its own failure (the logger is its Python file: beam_sdk_worker_main.py, sdk_worker.py)
 WORKER_LOGGER = re.compile(r"(?:apache_beam|pyflink)/.*\.py(?::\d+)?$")
 WORKER_FRAME = re.compile(r'^File "[^"]*(?:apache_beam/runners/worker/|pyflink/fn_execution/)')
+# The worker's connection ended without an answer (recorded: the worker process killed while a bundle was open):
+# gRPC's cancellation under BeamPythonFunctionRunner's "Failed to close remote bundle", or Beam's own words
+WORKER_GONE = re.compile(r"CANCELLED: client cancelled|SDK harness closed connection|"
+                         r"FnApiControlClient closed, clearing outstanding requests")
+REMOTE_BUNDLE = re.compile(r"Failed to (?:close|start) remote bundle")
 # Beam's ProcessManager: the worker process ended while the TaskManager still needed it
 PROCESS_DIED = re.compile(r"Process died with exit code (?P<code>-?\d+)")
 # The packages apache-flink installs for its Python worker (its Requires-Dist in 1.20.3 and 2.3.0): missing one means
@@ -172,6 +177,8 @@ class PyflinkUdfFailure(Detector):
                         "it was raised: root cause undetermined.",
         "what exception": " with {exception}",
         "what died": " (the worker process died with exit code {code})",
+        "what gone": " without an answer: its connection ended ({words}), as when the worker process is killed (the "
+                     "kernel's OOM killer, a container's memory limit, a signal) or crashes in native code",
         "excerpt": " From an excerpt: whether the job restarted and failed again does not show.",
         "failure note": "the Python worker's failure: {text}",
         "frame note": "raised at {frame}",
@@ -211,7 +218,8 @@ class PyflinkUdfFailure(Detector):
         cannot_run = [(ev, m) for ev, m in incident.find(CANNOT_RUN) if "python" in m["program"].lower()
                       or _is_interpreter(incident, m["program"])]
         wordings = [ev for ev in incident.events
-                    if SDK_HARNESS_ERROR.search(ev.text) or PEMJA_ERROR.search(ev.text) or PROCESS_DIED.search(ev.text)]
+                    if SDK_HARNESS_ERROR.search(ev.text) or PEMJA_ERROR.search(ev.text) or PROCESS_DIED.search(ev.text)
+                    or (REMOTE_BUNDLE.search(ev.text) and WORKER_GONE.search(ev.text))]
         if not failures and not cannot_run and not wordings:
             return []
         evidence, notes, add = evidence_trail()
@@ -283,12 +291,17 @@ class PyflinkUdfFailure(Detector):
         else:
             cause = "undetermined"
             died = next((m for ev in wordings for m in [PROCESS_DIED.search(ev.text)] if m), None)
+            gone = next((m for ev in wordings for m in [WORKER_GONE.search(ev.text)] if m), None)
             what = (self.say("what exception", exception=best.exception) if best and best.exception else
-                    self.say("what died", code=died["code"]) if died else "")
+                    self.say("what died", code=died["code"]) if died else
+                    self.say("what gone", words=gone.group(0)) if gone else "")
             summary += self.say(cause, what=what)
             patches = [self.ops_patch("collect the Python traceback", self.say("collect"),
                                       snippet="grep -n -A60 -E 'Error received from SDK harness|"
-                                              "pemja.core.PythonException|Traceback' taskmanager*.log")]
+                                              "pemja.core.PythonException|Traceback' taskmanager*.log\n"
+                                              "# a worker that died without a traceback: what killed it, on the "
+                                              "TaskManager's host\n"
+                                              "dmesg -T | grep -iE 'killed process|out of memory'")]
             confidence = 0.5
         same = [f for f in failures if best and f.text == best.text and _is_task_failure(f.event)]
         if cause != "undetermined":
@@ -365,7 +378,7 @@ def _message(detector: Detector, failure: PythonFailure) -> str:
 
 
 def _wording_text(event: Event) -> str:
-    for rx in (SDK_HARNESS_ERROR, PEMJA_ERROR, PROCESS_DIED):
+    for rx in (SDK_HARNESS_ERROR, PEMJA_ERROR, PROCESS_DIED, WORKER_GONE):
         m = rx.search(event.text)
         if m:
             return m.group(0).rstrip(":")

@@ -11,6 +11,8 @@
 #   module-missing          the function uses a module found on the client's PYTHONPATH, not shipped (no python.files)
 #   bad-python-executable   python.executable names an interpreter the TaskManager host does not have
 #   near-miss-udf-ok        the same job without the zero quantity: it runs and finishes
+#   worker-killed           a slow function; the Python worker process is killed (SIGKILL, as the kernel's OOM killer
+#                           or a container limit would) while it runs
 #   near-miss-client-module-missing  the job needs order_rules but the client does not have it either: the job script
 #                           fails where it is submitted (no Python worker ever starts)
 # Each scenario writes <dest-root>/<scenario>-<version>/. PORT_OFFSET as for lib.sh. The virtualenv must be readable
@@ -20,6 +22,16 @@ source "$HERE/../lib.sh"
 source "$HERE/../savepoint-state-unmapped/restore-lib.sh"
 VERSION=$1; DEST=$2; shift 2
 VENV=${PYFLINK_VENV:?set PYFLINK_VENV to a virtualenv with apache-flink==$VERSION installed}
+
+descendants() { local p; for p in $(pgrep -P "$1"); do echo "$p"; descendants "$p"; done; }
+run_python_worker() {  # the Python worker process under this run's TaskManager
+  local jvm p
+  for jvm in $(our_java_pids); do
+    for p in $(descendants "$jvm"); do
+      grep -qa beam_boot "/proc/$p/cmdline" 2>/dev/null && { echo "$p"; return; }
+    done
+  done
+}
 
 for scenario in "$@"; do
   init_run "pyflink-$scenario" "$VERSION" || exit 1
@@ -42,13 +54,25 @@ for scenario in "$@"; do
     udf-raises-*|thread-mode-*) args="--lines zero-quantity" ;;
     module-missing) args="--rules on-client-only"; env="PYTHONPATH=$RUN/job/client-lib" ;;
     near-miss-client-module-missing) args="--rules on-client-only" ;;
+    worker-killed) args="--lines slow" ;;
   esac
   act "run orders_job.py $args${env:+ with $env on the client}"
   out=$RUN/cli-submit-$(date +%H%M%S).out
   as_flink "${env:+export $env && }'$FH/bin/flink' run -d -py '$RUN/job/orders_job.py' $args" > "$out" 2>&1
   JOBID=$(grep -oE 'JobID [0-9a-f]{32}' "$out" | tail -1 | awk '{print $2}')
   log "submitted job '$JOBID'"; tail -3 "$out" >&2
+  if [ "$scenario" = worker-killed ]; then
+    wait_state RUNNING 60
+    # only a process of this run's TaskManager (other clusters may run Python workers as the same user)
+    wait_for "the Python worker process" 60 "[ -n \"\$(run_python_worker)\" ]"
+    sleep 5
+    worker=$(run_python_worker)
+    act "kill -9 the Python worker process $worker"
+    kill -9 "$worker"
+    wait_for "job $JOBID ended" 180 "job_state | grep -qE 'FAILED|FINISHED'"
+  fi
   if [ "$scenario" = near-miss-udf-ok ]; then wait_state FINISHED 120
+  elif [ "$scenario" = worker-killed ]; then :
   elif [ -n "$JOBID" ]; then wait_state FAILED 180; fi
   finish_run "$DEST/$scenario-$VERSION"
   # the virtualenv's place on this machine and the other paths of the recorder, made neutral like the run's

@@ -1,12 +1,14 @@
 """Unit prices of order lines through a Python scalar function (Table API), written to a print sink.
 
-    orders_job.py [--lines good|zero-quantity] [--rules shipped|on-client-only]
+    orders_job.py [--lines good|zero-quantity|slow] [--rules shipped|on-client-only]
 
 --lines zero-quantity adds an order line with quantity 0: unit_price divides by it and raises ZeroDivisionError in
 the Python worker. --rules on-client-only takes the rounding rule from the module order_rules, found on the client's
-PYTHONPATH but not shipped to the workers (no python.files): the worker cannot import it.
+PYTHONPATH but not shipped to the workers (no python.files): the worker cannot import it. --lines slow prices 600
+order lines at a tenth of a second each, so the Python worker runs for a minute.
 """
 import argparse
+import time
 
 from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
 from pyflink.table.udf import udf
@@ -25,6 +27,8 @@ else:
 
 @udf(result_type=DataTypes.DOUBLE())
 def unit_price(amount, quantity):
+    if args.lines == "slow":
+        time.sleep(0.1)
     return round_price(amount / quantity)
 
 
@@ -33,6 +37,8 @@ def main():
     rows = [("o-1001", 59.97, 3), ("o-1002", 12.50, 1), ("o-1003", 100.00, 4)]
     if args.lines == "zero-quantity":
         rows.append(("o-1004", 19.99, 0))
+    elif args.lines == "slow":
+        rows = [(f"o-{2000 + i}", 10.0 + i, 1 + i % 5) for i in range(600)]
     lines = t_env.from_elements(rows, DataTypes.ROW([DataTypes.FIELD("order_id", DataTypes.STRING()),
                                                       DataTypes.FIELD("amount", DataTypes.DOUBLE()),
                                                       DataTypes.FIELD("quantity", DataTypes.INT())]))
