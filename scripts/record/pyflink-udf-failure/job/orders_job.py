@@ -3,12 +3,10 @@
     orders_job.py [--lines good|zero-quantity|slow] [--rules shipped|on-client-only]
 
 --lines zero-quantity adds an order line with quantity 0: unit_price divides by it and raises ZeroDivisionError in
-the Python worker. --rules on-client-only takes the rounding rule from the module order_rules, found on the client's
-PYTHONPATH but not shipped to the workers (no python.files): the worker cannot import it. --lines slow prices 600
-order lines at a tenth of a second each, so the Python worker runs for a minute.
+the Python worker; --lines slow prices 600 lines at a tenth of a second each. --rules on-client-only takes the rounding
+rule from order_rules, on the client's PYTHONPATH but not shipped to the workers (no python.files).
 """
 import argparse
-import time
 
 from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment
 from pyflink.table.udf import udf
@@ -27,8 +25,13 @@ else:
 
 @udf(result_type=DataTypes.DOUBLE())
 def unit_price(amount, quantity):
-    if args.lines == "slow":
-        time.sleep(0.1)
+    return round_price(amount / quantity)
+
+
+@udf(result_type=DataTypes.DOUBLE())
+def slow_unit_price(amount, quantity):
+    import time
+    time.sleep(0.1)  # the Python worker is busy for a minute
     return round_price(amount / quantity)
 
 
@@ -43,7 +46,8 @@ def main():
                                                       DataTypes.FIELD("amount", DataTypes.DOUBLE()),
                                                       DataTypes.FIELD("quantity", DataTypes.INT())]))
     t_env.execute_sql("CREATE TABLE unit_prices (order_id STRING, unit_price DOUBLE) WITH ('connector' = 'print')")
-    lines.select(lines.order_id, unit_price(lines.amount, lines.quantity)).execute_insert("unit_prices")
+    price = slow_unit_price if args.lines == "slow" else unit_price
+    lines.select(lines.order_id, price(lines.amount, lines.quantity)).execute_insert("unit_prices")
 
 
 if __name__ == "__main__":
