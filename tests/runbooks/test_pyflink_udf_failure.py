@@ -42,7 +42,7 @@ def test_genuine_function_raising_names_the_jobs_file_line_and_exception(spark, 
     assert d["file"].endswith("/job/orders_job.py") and d["line"] == 28 and d["function"] == "unit_price"
     assert (d["exception"], d["message"], d["execution_mode"]) == ("ZeroDivisionError", "float division by zero", mode)
     assert "ZeroDivisionError: float division by zero in unit_price" in primary.summary
-    assert "3 attempts" in primary.summary
+    assert "ended 3 attempts" in primary.summary
     [patch] = primary.patches
     assert patch.target == "code" and "except ZeroDivisionError" in patch.snippet and "unit_price" in patch.reason
 
@@ -67,6 +67,7 @@ def test_genuine_missing_interpreter_proposes_the_clients(spark):
     primary = run_detectors(ingest([str(example(SLUG, "bad-python-executable-1.20.3"))], spark)).primary
     assert (primary.runbook, primary.root_cause.slug) == (SLUG, "python-interpreter-missing")
     assert primary.details["program"] == "/usr/local/bin/python3.8"
+    assert "ended 3 attempts" in primary.summary  # one per attempt, not one per log record of it
     [patch] = primary.patches
     assert (patch.key, patch.proposed, patch.current) == ("python.executable", "/opt/pyflink-venv/bin/python",
                                                           "/usr/local/bin/python3.8")

@@ -42,6 +42,7 @@ CANNOT_RUN = re.compile(r"Cannot run program \"(?P<program>[^\"]+)\"(?: \(in dir
                         r"error=(?P<errno>\d+), (?P<reason>No such file or directory|Permission denied)")
 # AbstractPythonEnvironmentManager (INFO), as each Python operator opens
 INTERPRETER_PATH = re.compile(r"Python interpreter path: (?P<path>\S+)")
+TASK_FAILED = re.compile(r"switched from \w+ to FAILED")
 # The Python worker logging its own failure (the logger is its Python file: beam_sdk_worker_main.py, sdk_worker.py)
 WORKER_LOGGER = re.compile(r"(?:apache_beam|pyflink)/.*\.py(?::\d+)?$")
 WORKER_FRAME = re.compile(r'^File "[^"]*(?:apache_beam/runners/worker/|pyflink/fn_execution/)')
@@ -151,7 +152,7 @@ class PyflinkUdfFailure(Detector):
         "head without task": "A Python function of the job failed in its Python worker ({mode}). ",
         "mode process": "process mode: Beam's SDK harness",
         "mode thread": "thread mode: PEMJA inside the TaskManager",
-        "repeats": "The same failure ended {count} attempts: restarting replays the same input. ",
+        "repeats": " The same failure ended {count} attempts of the task.",
         "user-function-raised": "The job's own code raised {exception}{message} in {function} at {file}, line {line}"
                                 "{code}. Fix the function or guard it against this input; a restart replays the "
                                 "same records and fails again.",
@@ -234,15 +235,16 @@ class PyflinkUdfFailure(Detector):
             for ev, im in incident.find(INTERPRETER_PATH):
                 add(ev, self.say("interpreter note", path=im["path"]))
                 break
-            details = {"program": m["program"], "error": m.group(0), "task": task_name(event) or "not in these logs"}
+            details = {"program": m["program"], "error": m.group(0), "task": _task(event) or "not in these logs"}
             patches = self._interpreter_patches(incident)
-            return [self.finding(cause, summary + self._repeats(len(cannot_run)), evidence, notes=notes,
-                                 confidence=0.9 if not excerpt else 0.8, patches=patches, details=details)]
+            summary += self._repeats(_attempts(ev for ev, _ in cannot_run))
+            return [self.finding(cause, summary, evidence, notes=notes, confidence=0.9 if not excerpt else 0.8,
+                                 patches=patches, details=details)]
         best = _best_failure(failures)
         event = best.event if best else wordings[0]
         mode = _mode(incident, best)
         summary = self._head(event, mode)
-        details: dict = {"execution_mode": mode, "task": task_name(event) or "not in these logs"}
+        details: dict = {"execution_mode": mode, "task": _task(event) or "not in these logs"}
         module = best.missing_module if best else None
         frame = best.user_frame if best else None
         if best and best.exception:
@@ -303,9 +305,8 @@ class PyflinkUdfFailure(Detector):
                                               "TaskManager's host\n"
                                               "dmesg -T | grep -iE 'killed process|out of memory'")]
             confidence = 0.5
-        same = [f for f in failures if best and f.text == best.text and _is_task_failure(f.event)]
         if cause != "undetermined":
-            summary += self._repeats(len({f.event.line for f in same if f.event.role == "taskmanager"}))
+            summary += self._repeats(_attempts(f.event for f in failures if best and f.text == best.text))
         if excerpt:
             summary += self.say("excerpt")
             confidence = min(confidence, 0.75)
@@ -313,10 +314,10 @@ class PyflinkUdfFailure(Detector):
                              details=details)]
 
     def _head(self, event: Event, mode: str) -> str:
-        task = task_name(event)
+        task = _task(event)
         mode_text = self.say(f"mode {mode}")
         if task:
-            return self.say("head", task=re.sub(r"\s*\(\d+/\d+\)(?:#\d+)?$", "", task), mode=mode_text)
+            return self.say("head", task=task, mode=mode_text)
         return self.say("head without task", mode=mode_text)
 
     def _repeats(self, count: int) -> str:
@@ -343,6 +344,18 @@ class PyflinkUdfFailure(Detector):
         return [self.flink_patch(incident, "python.archives", "venv.zip", self.say("archive", version=version)),
                 self.flink_patch(incident, "python.executable", "venv.zip/venv/bin/python",
                                  self.say("interpreter in archive", version=version))]
+
+
+def _attempts(events) -> int:
+    """Attempts of the task that failed this way: the TaskManager's records of a task switching to FAILED."""
+    return len({(ev.file, ev.line) for ev in events
+                if ev.role == "taskmanager" and TASK_FAILED.search(ev.message)})
+
+
+def _task(event: Event) -> str | None:
+    """The failed task's name without its subtask index and attempt."""
+    name = task_name(event)
+    return re.sub(r"\s*\(\d+/\d+\)(?:#\d+)?$", "", name) if name else None
 
 
 def _from_worker(event: Event) -> bool:
