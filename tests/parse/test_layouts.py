@@ -169,3 +169,24 @@ def test_the_kubernetes_operator_layout_keeps_the_resource_in_the_message():
     assert h.message == "[streaming/orders] HA metadata not available to restore from last state."
     padded = layouts.parse_header("2024-05-01 10:02:12,001 o.a.f.k.o.c.FlinkDeploymentController [INFO ] Starting reconciliation")
     assert (padded.level, padded.message) == ("INFO", "Starting reconciliation")
+
+
+def test_the_lines_under_a_kept_python_frame_are_kept_up_to_the_exception_that_ends_the_traceback():
+    import numpy as np
+    import pyarrow as pa
+
+    lines = ["2026-11-29 00:44:00,660 WARN  org.apache.flink.runtime.taskmanager.Task [] - PythonCalc[2] (1/1)#0 failed",
+             "java.lang.RuntimeException: Error received from SDK harness for instruction 1: Traceback (most recent "
+             "call last):",
+             '  File "/data/flink/job/orders_job.py", line 28, in unit_price',
+             "    return round_price(amount / quantity)",
+             "                       ~~~~~~~^~~~~~~~~~",
+             "ZeroDivisionError: float division by zero",
+             "",
+             "\tat org.apache.beam.sdk.util.MoreFutures.get(MoreFutures.java:61)",
+             "2026-11-29 00:44:00,665 INFO  org.apache.flink.runtime.taskmanager.Task [] - Freeing task resources"]
+    header = np.array([True, False, False, False, False, False, False, False, True])
+    frame = bool(re.match(layouts.PYTHON_FRAME_JAVA, lines[2]))
+    keep = np.array([True, True, frame, False, False, False, False, False, False])
+    assert frame
+    assert layouts.widen_kept(pa.array(lines), header, keep).tolist() == [True] * 6 + [False] * 3

@@ -260,3 +260,52 @@ def test_a_json_record_cut_by_the_line_limit_keeps_the_trace_read_so_far():
     line = json.dumps({"level": "ERROR", "stack_trace": trace})[:4096]
     [rec] = assemble([line])
     assert rec.level == "ERROR" and rec.chain[0]["cls"] == "java.io.IOException"
+
+
+PYTHON_IN_JAVA = """\
+2026-11-29 00:44:00,660 WARN  org.apache.flink.runtime.taskmanager.Task                    [] - PythonCalc[2] (1/1)#0 switched from RUNNING to FAILED with failure cause:
+java.lang.RuntimeException: Failed to close remote bundle
+\tat org.apache.flink.streaming.api.runners.python.beam.BeamPythonFunctionRunner.finishBundle(BeamPythonFunctionRunner.java:444) ~[?:1.20.3]
+Caused by: java.lang.RuntimeException: Error received from SDK harness for instruction 1: Traceback (most recent call last):
+  File "/opt/venv/lib/python3.11/site-packages/apache_beam/runners/worker/sdk_worker.py", line 295, in _execute
+    response = task()
+               ^^^^^^
+  File "pyflink/fn_execution/beam/beam_operations_fast.pyx", line 196, in pyflink.fn_execution.beam.beam_operations_fast.FunctionOperation.process
+  File "/data/flink/job/orders_job.py", line 28, in unit_price
+    return round_price(amount / quantity)
+                       ~~~~~~~^~~~~~~~~~
+ZeroDivisionError: float division by zero
+
+\tat org.apache.beam.runners.fnexecution.control.FnApiControlClient$ResponseStreamObserver.onNext(FnApiControlClient.java:180) ~[?:1.20.3]
+2026-11-29 00:44:00,665 INFO  org.apache.flink.runtime.taskmanager.Task                    [] - Freeing task resources for PythonCalc[2] (1/1)#0.
+"""
+
+
+def test_a_python_traceback_inside_a_java_trace_stays_in_its_record():
+    recs = assemble(PYTHON_IN_JAVA.splitlines())
+    assert len(recs) == 2
+    failure = recs[0]
+    assert [(c["kind"], c["cls"]) for c in failure.chain] == [
+        ("top", "java.lang.RuntimeException"), ("caused_by", "java.lang.RuntimeException"),
+        ("python", "ZeroDivisionError")]
+    assert failure.chain[-1]["message"] == "float division by zero"
+    assert failure.body == [
+        "Traceback (most recent call last):",
+        'File "/opt/venv/lib/python3.11/site-packages/apache_beam/runners/worker/sdk_worker.py", line 295, in _execute',
+        "    response = task()",
+        'File "pyflink/fn_execution/beam/beam_operations_fast.pyx", line 196, in '
+        "pyflink.fn_execution.beam.beam_operations_fast.FunctionOperation.process",
+        'File "/data/flink/job/orders_job.py", line 28, in unit_price',
+        "    return round_price(amount / quantity)"]
+    # the Java frames after the traceback are still the failure's
+    assert failure.frames[-1].startswith("at org.apache.beam.runners.fnexecution.control.FnApiControlClient")
+
+
+def test_a_bare_pasted_traceback_cut_off_keeps_its_frames():
+    recs = assemble(['Traceback (most recent call last):',
+                     '  File "/opt/jobs/enrich_orders.py", line 41, in parse_order',
+                     '    sku = payload["sku"]'])
+    assert len(recs) == 1
+    assert recs[0].message == "Traceback (most recent call last):"
+    assert recs[0].body[-2:] == ['File "/opt/jobs/enrich_orders.py", line 41, in parse_order', '    sku = payload["sku"]']
+    assert recs[0].chain == []

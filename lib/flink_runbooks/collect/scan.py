@@ -108,7 +108,8 @@ def line_patterns(prefilter: Prefilter) -> dict:
 @functools.lru_cache(maxsize=8)
 def _line_patterns(prefilter: Prefilter) -> tuple[tuple[str, object], ...]:
     signatures, frames = prefilter.unions()
-    structure = "|".join(f"(?:{p})" for p in (layouts.EXCEPTION_LINE_JAVA, layouts.CONFIG_LINE_JAVA, frames))
+    structure = "|".join(f"(?:{p})" for p in (layouts.EXCEPTION_LINE_JAVA, layouts.CONFIG_LINE_JAVA,
+                                              layouts.PYTHON_FRAME_JAVA, frames))
     kept = "|".join(f"(?:{p})" for p in (signatures, structure))
     return (("header", layouts.re2(layouts.HEADER_JAVA)), ("warn", _WARN_OR_WORSE), ("kept", layouts.re2(kept)),
             # what the workers evaluate: the structure of exceptions and dumps in RE2, the signatures in one pass

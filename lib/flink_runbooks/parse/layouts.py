@@ -83,6 +83,10 @@ EXCEPTION_LINE_JAVA = (
 )
 # "key = value" lines of a Kafka ConsumerConfig/ProducerConfig dump, "key=value" lines after "-D" on a command line.
 CONFIG_LINE_JAVA = r"^(?:" + PREFIX + r")?\s+[a-z][\w.-]*\s?=\s?\S*"
+# A frame of a Python traceback (a PyFlink function's error inside a Java trace): ``  File "/job/udf.py", line 12, in f``.
+# The lines under it (the code, the markers under it, the exception that ends the traceback) are kept with it
+# (:func:`widen_kept`).
+PYTHON_FRAME_JAVA = r"^(?:" + PREFIX + r")?\s+File \"[^\"]+\", line \d+, in "
 
 _PREFIX_RE = re.compile(PREFIX_JAVA)
 _HEADER_RE = re.compile(HEADER_JAVA)
@@ -479,4 +483,25 @@ def widen_kept(texts, header, keep):
     np.logical_or.at(kept_segments, segment, keep)
     # A wrapped record is kept whole: a signature cut in two by the wrap matches neither half.
     wrapped = np.bincount(segment)[segment] >= 2
-    return keep | kept_segments[segment] | (wrapped & (continues | header))
+    return _python_traceback_lines(texts, header, keep | kept_segments[segment] | (wrapped & (continues | header)))
+
+
+def _python_traceback_lines(texts, header, keep):
+    """``keep`` with the lines under each kept Python frame: its code and the markers under the code (indented), up to
+    and including the first line that is not indented (the next frame is kept anyway; the exception ends the
+    traceback: ``ZeroDivisionError: division by zero``)."""
+    import numpy as np
+
+    frames = matches_at(texts, re2(PYTHON_FRAME_JAVA), np.flatnonzero(keep))
+    if not frames.any():
+        return keep
+    n = len(texts)
+    reach, out = frames, keep.copy()
+    for _ in range(3):  # the code, the markers under it (Python 3.11), then the exception
+        following = np.zeros(n, dtype=bool)
+        following[1:] = reach[:-1] & ~header[1:]
+        if not following.any():
+            break
+        out |= following
+        reach = following & matches_at(texts, re2(_INDENTED_JAVA), np.flatnonzero(following))
+    return out

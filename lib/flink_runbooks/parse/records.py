@@ -43,6 +43,14 @@ _CUT_NAME = re.compile(r"^(?:[a-z_$][\w$]*\.){2,}[\w$]+$")
 # What is left of a stack frame cut by a wrap: "java:753)", "(StreamTask.java:753) ~[flink-dist-1.20.3.jar:1.20.3]".
 _FRAME_TAIL = re.compile(r"^[\w$.<>/()-]*(?:\.(?:java|scala|kt)(?::\d+)?|Native Method|Unknown Source|:\d+)\)(?:\s*~?\[[^\]]*\]?)?$|^~?\[[^\]]*\.jar[^\]]*\]$")
 _WRAPPERS = ("org.apache.flink.util.SerializedThrowable",)
+# A Python traceback inside a Java trace (PyFlink: the worker's error as the message of a Java exception, or logged
+# by the worker itself): its frames and code lines are kept as the record's body lines, the exception that ends it as
+# a link of kind "python" of the chain, so it neither starts a record of its own nor is read as a Java class.
+PY_TRACEBACK = "Traceback (most recent call last):"
+PY_FRAME = re.compile(r'^File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>\S.*)$')
+_PY_EXCEPTION = re.compile(r"^(?P<cls>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*)(?::\s?(?P<message>.*))?$")
+_PY_MARKERS = re.compile(r"^[\s~^]+$")  # the markers Python 3.11 prints under the failing expression
+PY_CODE_INDENT = "    "  # a code line of a traceback, as kept in the body (its frame's line is not indented)
 # A whole stack frame printed without "at" (Task's "stuck in method:" dump): a module or class-loader prefix, a
 # qualified class, a method and its place.
 _BARE_FRAME = re.compile(r"^(?:[\w.-]+@[\w.-]+/|[\w.-]+//)?(?:[A-Za-z_$][\w$]*\.){2,}[\w$<>]+"
@@ -172,6 +180,7 @@ class RecordAssembler:
         self._cut_token = self._prev_cut_token = False
         self._tail = ""  # the last word of the previous kept line (where a wrap may have cut a long token)
         self._widest = 0  # the longest kept line so far: a wrap cuts inside a token only at the width
+        self._python = False  # inside a Python traceback: its frames and code lines, up to its exception
 
     def feed(self, index: int, is_header: bool, text: str | None) -> RawRecord | None:
         if text is not None and text.startswith('{"log"'):
@@ -181,8 +190,11 @@ class RecordAssembler:
                 text, is_header = inner, is_header_line(inner)
         if is_header:
             done = self._flush()
+            self._python = text is not None and text.rstrip().endswith(PY_TRACEBACK)
             if text is not None:
                 self.current = self._start(index, text)
+                if self._python:
+                    self._add_body(self.current, PY_TRACEBACK)
                 self._last = (index, "header", len(text.rstrip()))
                 self._tail = text.rstrip().rsplit(" ", 1)[-1]
                 self._widest = max(self._widest, len(text.rstrip()))
@@ -194,14 +206,48 @@ class RecordAssembler:
             return None
         pieces = expand_escaped(text) if ("\\n" in text or "&" in text) else [text]
         if len(pieces) == 1:
-            return self._line(index, pieces[0], len(text.rstrip()))
+            return self._python_line(index, pieces[0], len(text.rstrip()))
         done = None
         for piece in pieces:  # one pasted line holding a whole trace: its records never split mid-line
-            out = self._line(index, piece, 0)
+            out = self._python_line(index, piece, 0)
             done = done or out
             if out is not None and out is not done:
                 self.current.chain[:0] = out.chain  # pragma: no cover - two traces in one escaped line
         return done
+
+    def _python_line(self, index: int, text: str, length: int) -> RawRecord | None:
+        """A line of a Python traceback into the current record (see :data:`PY_TRACEBACK`); any other line as usual."""
+        unprefixed = strip_prefix(text)
+        line = unprefixed.strip()
+        if self._python and line:
+            indented = unprefixed[:1].isspace()
+            rec = self.current or self._orphan(index)
+            self.current = rec
+            if PY_FRAME.match(line):
+                self._add_body(rec, line)
+                self._last = (index, "python", length)
+                return None
+            if indented and self._last and self._last[1] == "python":
+                if not _PY_MARKERS.match(line):
+                    self._add_body(rec, PY_CODE_INDENT + line)
+                self._last = (index, "python", length)
+                return None
+            self._python = False
+            exception = _PY_EXCEPTION.match(line)
+            if not indented and exception and any(PY_FRAME.match(b) for b in rec.body[-MAX_BODY:]):
+                rec.add_exception(exception["cls"], (exception["message"] or "").strip(), "python")
+                self._last = None
+                return None
+        done = self._line(index, text, length)
+        if line.endswith(PY_TRACEBACK) and self.current is not None:
+            self._python = True
+            self._add_body(self.current, PY_TRACEBACK)  # where each traceback starts, when a record holds several
+        return done
+
+    @staticmethod
+    def _add_body(rec: RawRecord, line: str) -> None:
+        if len(rec.body) < MAX_BODY:
+            rec.body.append(line)
 
     def _line(self, index: int, text: str, length: int) -> RawRecord | None:
         if text[:1] in ("\t", " ") and (frame := text.strip()).startswith("at "):
