@@ -225,3 +225,17 @@ def test_a_renamed_configuration_is_what_the_patches_are_written_against(tmp_pat
             if cv.source.kind == "file"] == [("prod-flink-conf.yaml", 17)]
     diff = render_config_diff(patches, d.incident.config, d.incident.flink_version)
     assert diff.startswith("--- a/prod-flink-conf.yaml") and "+heartbeat.timeout: 120000" in diff
+
+
+def test_the_kubernetes_operators_banner_is_not_taken_for_flinks_release():
+    from flink_runbooks.collect.ingest import detect_version
+    from flink_runbooks.model import Event
+
+    def line(message: str, n: int) -> Event:
+        return Event(file="operator.log", line=n, ts=None, level="INFO", logger="o.a.f.k.o.FlinkOperator",
+                     message=message, role="unknown")
+
+    operator = line("Starting Flink Kubernetes Operator (Version: 1.13.0, Flink Version: 1.20.1, Rev:f3b0a1c)", 1)
+    assert detect_version([operator], {}) == (None, None)
+    flink = line("Starting StandaloneSessionClusterEntrypoint (Version: 1.20.3, Scala: 2.12, Rev:e4ae3e0)", 2)
+    assert detect_version([operator, flink], {})[0] == "1.20.3"

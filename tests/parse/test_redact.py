@@ -11,7 +11,7 @@ from flink_runbooks.parse.redact import REDACTED, is_sensitive_key, redact_lines
 SECRETS = ["hunter2", "s3cr3tValue", "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG", "jaasPass!", "tok-abcdef123456"]
 
 
-@pytest.mark.parametrize("key", ["s3.secret-key", "fs.s3a.secret.key", "s3.access-key", "sasl.jaas.config",
+@pytest.mark.parametrize("key", ["security.delegation.token.provider.hadoopfs.secret", "s3.secret-key", "fs.s3a.secret.key", "s3.access-key", "sasl.jaas.config",
                                  "ssl.truststore.password", "security.ssl.keystore-password",
                                  "fs.azure.account.key.acct.blob.core.windows.net", "metrics.reporter.dghttp.apikey",
                                  "kubernetes.token", "basic.auth.user.info", "schema.registry.basic.auth.user.info",
@@ -24,7 +24,10 @@ def test_sensitive_keys(key):
 
 @pytest.mark.parametrize("key", ["execution.checkpointing.interval", "state.backend.type", "taskmanager.memory.process.size",
                                  # where credentials come from, not a credential: kept for the reader
-                                 "basic.auth.credentials.source", "fs.s3a.aws.credentials.provider"])
+                                 "basic.auth.credentials.source", "fs.s3a.aws.credentials.provider",
+                                 # a switch and the names of Kubernetes Secrets: a proposal must stay readable
+                                 "security.delegation.tokens.enabled", "security.kerberos.fetch.delegation-token",
+                                 "kubernetes.container.image.pull-secrets"])
 def test_ordinary_keys_are_kept(key):
     assert not is_sensitive_key(key) and redact_value(key, "5s") == "5s"
 

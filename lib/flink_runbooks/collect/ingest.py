@@ -513,7 +513,9 @@ def _config_from_logs(events: list[Event], config: EffectiveConfig) -> None:
                 config.add(key, redact_value(key, val), ConfigSource("dynamic", ev.file, ev.line, "-D"))
 
 
-_BANNER = re.compile(r"Starting [\w ]+ \(Version: (?P<v>\d+\.\d+(?:\.\d+)?(?:-[\w.]+)?)")
+# Flink's processes; not the Kubernetes operator's ("Starting Flink Kubernetes Operator (Version: 1.13.0"), whose
+# release numbers are its own.
+_BANNER = re.compile(r"Starting (?![\w ]*Operator \()[\w ]+ \(Version: (?P<v>\d+\.\d+(?:\.\d+)?(?:-[\w.]+)?)")
 
 
 # "Flink 1.18.1", "flink-1.17.2", "Apache Flink v2.0" in a ticket's prose or a path; not a proof of what ran.

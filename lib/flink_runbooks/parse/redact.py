@@ -56,8 +56,10 @@ SENSITIVE_KEY_FRAGMENTS = FLINK_SENSITIVE_KEYS + (
     "cookie",
     "superdigest",  # -Dzookeeper.DigestAuthenticationProvider.superDigest=super:...
 )
-# Keys that contain a fragment above but name where credentials come from (a class, USER_INFO), not a credential.
-_HARMLESS_KEY = re.compile(r"(?i)credentials?[._-]?(?:source|provider)s?[\"']?$")
+# Keys that contain a fragment above but name where credentials come from (a class, USER_INFO), a switch, or the
+# names of Kubernetes Secrets, not a credential.
+_HARMLESS_KEY = re.compile(r"(?i)(?:credentials?[._-]?(?:source|provider)s?|delegation\.tokens\.enabled|"
+                           r"fetch\.delegation-token|image\.pull-secrets)[\"']?$")
 
 _KEY_CHARS = r"[A-Za-z0-9_.\-]"
 _FRAGMENTS = "|".join(re.escape(f) for f in sorted(SENSITIVE_KEY_FRAGMENTS, key=len, reverse=True))
