@@ -74,3 +74,23 @@ def test_splits_of_a_file_hold_each_line_once_and_only_overlong_ones_are_cut(mon
                 assert cut[index] == len(want) and got == want[:8]
             else:
                 assert got == want and index not in cut
+
+
+def test_a_log_written_in_terminal_colours_reads_as_the_plain_one(spark, tmp_path, data_dir):
+    """The Kubernetes operator's default layout colours each part of a line (%style, %highlight): the escape
+    sequences are taken out before any matching, in process and through Spark, and the line numbers stay."""
+    import re
+
+    source = next((data_dir / "operator-last-state-ha-missing" / "no-ha-last-state-operator-1.13").rglob("*.log"))
+    plain = tmp_path / "plain" / "operator.log"
+    coloured = tmp_path / "coloured" / "operator.log"
+    plain.parent.mkdir()
+    coloured.parent.mkdir()
+    text = source.read_text()
+    plain.write_text(text)
+    coloured.write_text(re.sub(r"^(\S+ \S+) (\S+) (\[\w+ *\])(.*)$", "\x1b[33m\\1\x1b[m \x1b[36m\\2\x1b[m \x1b[1;31m\\3\\4\x1b[m",
+                               text, flags=re.M))
+    assert "\x1b[" in coloured.read_text()
+    read = [(e.line, e.level, e.message) for e in ingest([str(plain)]).events]
+    assert read and [(e.line, e.level, e.message) for e in ingest([str(coloured)]).events] == read
+    assert [(e.line, e.level, e.message) for e in ingest([str(coloured)], spark).events] == read

@@ -258,6 +258,18 @@ def _lines_batch(uri: str | None, block: int | None, data: bytes, long: dict[int
     })
 
 
+# Terminal colours (ESC [ ... m and the other CSI sequences) that coloured layouts write, e.g. the Kubernetes
+# operator's %highlight/%style log4j pattern: taken out before any line is matched, so a coloured record reads as
+# the plain one; no line feed is touched, so line numbers stay those of the file.
+ANSI_ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+ANSI_ESCAPE_JAVA = "\u001b\\[[0-9;?]*[A-Za-z]"
+
+
+def without_colours(data: bytes) -> bytes:
+    """``data`` without terminal colour sequences (a search for the escape byte when there are none)."""
+    return ANSI_ESCAPE.sub(b"", data) if b"\x1b[" in data else data
+
+
 def spark_name(uri: str) -> str:
     """A local file as Spark names it, percent-encoded: Arrow holds only UTF-8, a file name may hold any byte."""
     return "file:" + quote(local_path(uri), safe="/", errors="surrogateescape")
@@ -269,7 +281,8 @@ def _partitions(uri: str, start: int = 0, end: int | None = None):
     first = True
     with _open(local_path(uri)) as fh:
         for data, long in line_blocks(fh, start, end):
-            yield _lines_batch(spark_name(uri) if first else None, start if first else None, data, long)
+            yield _lines_batch(spark_name(uri) if first else None, start if first else None, without_colours(data),
+                               long)
             first = False
 
 

@@ -389,8 +389,11 @@ def scan_small_files(spark, log_uris: Sequence[str], prefilter: Prefilter):
         patterns = line_patterns(prefilter)
         whole = spark.read.text([_for_spark(u) for u in log_uris], wholetext=True)
         # A final line break ends the last line, it does not start another (as the line reader counts).
+        from flink_runbooks.collect.local import ANSI_ESCAPE_JAVA
+
         lines = whole.select(F.col("_metadata.file_path").alias("path"),
-                             F.posexplode(F.split(F.regexp_replace("value", "\\n\\z", ""), "\\n", -1)))
+                             F.posexplode(F.split(F.regexp_replace(F.regexp_replace("value", "\\n\\z", ""),
+                                                                   ANSI_ESCAPE_JAVA, ""), "\\n", -1)))
         value = F.col("col")
         # Splitting decodes the text: invalid bytes are already U+FFFD here, so binary is judged on what they left.
         junk = F.length(value) - F.length(F.regexp_replace(value, BINARY_CHARS_JAVA, ""))
