@@ -138,9 +138,12 @@ collect() {
   if ls "$RUN"/cli-*.out >/dev/null 2>&1; then mkdir -p "$out/cli"; cp "$RUN"/cli-*.out "$out/cli/"; fi
   [ -f "$RUN/actions.log" ] && cp "$RUN/actions.log" "$out/"
   find "$out" -type f -size 0 -delete
-  local f
+  local f real_fh real_lab
+  # Flink's scripts print the distribution's resolved path: FLINK_LAB may be reached through a link
+  real_fh=$(readlink -f "$FH"); real_lab=$(readlink -f "$FLINK_LAB")
   for f in $(find "$out" -type f); do
-    sed -i -e "s#$RUN#/data/flink/$NAME#g" -e "s#$FH#/opt/flink#g" -e "s#$FLINK_LAB#/opt#g" "$f"
+    sed -i -e "s#$RUN#/data/flink/$NAME#g" -e "s#$FH#/opt/flink#g" -e "s#$real_fh#/opt/flink#g" \
+      -e "s#$FLINK_LAB#/opt#g" -e "s#$real_lab#/opt#g" "$f"
   done
   chown -R "$(id -u):$(id -g)" "$out"; chmod -R a+rX,u+w "$out"
   log "collected into $out ($(du -sh "$out" | cut -f1))"
