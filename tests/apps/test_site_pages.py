@@ -105,6 +105,13 @@ KeyError: 'XK'
 \tat io.grpc.stub.ServerCalls$StreamingServerCallHandler$StreamingServerCallListener.onMessage(ServerCalls.java:262) ~[flink-python-1.18.1.jar:1.18.1]
 \tat java.lang.Thread.run(Thread.java:829) ~[?:?]"""
 
+# A client library's failure no runbook covers (the Redis pool of a job's own sink).
+OUTSIDE_THE_CATALOGUE = """\
+2024-03-05 11:02:17,431 WARN  org.apache.flink.runtime.taskmanager.Task [] - Sink: cache (1/1)#0 switched from RUNNING to FAILED.
+java.lang.RuntimeException: redis.clients.jedis.exceptions.JedisConnectionException: Could not get a resource from the pool
+\tat redis.clients.jedis.util.Pool.getResource(Pool.java:84)
+\tat redis.clients.jedis.JedisPool.getResource(JedisPool.java:370)"""
+
 
 def _paste(tab, text: str):
     tab.open("trace.html")
@@ -141,13 +148,19 @@ def test_the_paste_page_reads_a_trace_pasted_as_one_escaped_line(page):
 @SCREENS
 def test_the_paste_page_says_plainly_when_nothing_in_the_catalogue_matches(page, screen):
     page.set_viewport_size(screen)
-    _paste(page, PYFLINK_KEY_ERROR)
+    _paste(page, OUTSIDE_THE_CATALOGUE)
     assert page.locator("#trace-results li[data-slug]").count() == 0
     answer = page.locator("#trace-results .trace-none")
     assert answer.is_visible()
     assert answer.locator("h2").inner_text().startswith("No match")
     assert "flink-runbooks diagnose -" in answer.inner_text()
     assert "best match" not in page.locator("#trace-results").inner_text()
+
+
+def test_a_python_function_failing_inside_a_java_trace_names_the_pyflink_runbook(page):
+    _paste(page, PYFLINK_KEY_ERROR)
+    best = page.locator("#trace-results li[data-slug]").first
+    assert best.get_attribute("data-slug") == "pyflink-udf-failure"
 
 
 PLANTED = '<img src="planted.png" onerror="window.planted = 1"><b id="planted">bold</b>'

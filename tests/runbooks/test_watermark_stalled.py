@@ -191,3 +191,23 @@ def test_a_source_that_read_nothing_at_all_is_no_stalled_watermark():
     windows = RestVertex("Window(TumblingEventTimeWindows(10000))", parallelism=2, id="3" * 32,
                          watermarks={"0": int(NO_WATERMARK), "1": int(NO_WATERMARK)})
     assert get_detector(SLUG).detect(_pulled([source, windows])) == []
+
+
+def test_windows_without_a_watermark_after_a_restart_or_while_deploying_are_no_stall():
+    """A TaskManager lost, the job restarted: its windows have no watermark yet, which says nothing of a stall
+    (found by the live loop, where this otherwise outranked the lost TaskManager)."""
+    from flink_runbooks.model import RestFailure, RestFailureEntry, RestVertex
+
+    def windows(status=None):
+        return RestVertex("Window(TumblingEventTimeWindows(10000)) -> Sink", status=status, parallelism=2,
+                          id="1" * 32, watermarks={"0": int(NO_WATERMARK), "1": int(NO_WATERMARK)})
+
+    restarted = _pulled([windows("RUNNING")])
+    lost = RestFailure(exception="org.apache.flink.runtime.jobmaster.JobMasterException",
+                       stacktrace="org.apache.flink.runtime.jobmaster.JobMasterException: TaskManager with id tm-1 "
+                                  "is no longer reachable.", timestamp_ms=1)
+    restarted.rest[0].jobs[0].history.append(RestFailureEntry(root=lost))
+    assert get_detector(SLUG).detect(restarted) == []
+    assert get_detector(SLUG).detect(_pulled([windows("DEPLOYING")])) == []
+    [still] = get_detector(SLUG).detect(_pulled([windows("RUNNING")]))
+    assert still.root_cause.slug == "undetermined"

@@ -258,15 +258,10 @@ def _lines_batch(uri: str | None, block: int | None, data: bytes, long: dict[int
     })
 
 
-# Terminal colours (ESC [ ... m and the other CSI sequences) that coloured layouts write, e.g. the Kubernetes
-# operator's %highlight/%style log4j pattern: taken out before any line is matched, so a coloured record reads as
-# the plain one; no line feed is touched, so line numbers stay those of the file.
-ANSI_ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
-ANSI_ESCAPE_JAVA = "\u001b\\[[0-9;?]*[A-Za-z]"
-
-
 def without_colours(data: bytes) -> bytes:
     """``data`` without terminal colour sequences (a search for the escape byte when there are none)."""
+    from flink_runbooks.collect.scan import ANSI_ESCAPE
+
     return ANSI_ESCAPE.sub(b"", data) if b"\x1b[" in data else data
 
 

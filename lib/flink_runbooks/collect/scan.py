@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import functools
 import json
+import re
 from dataclasses import dataclass
 from typing import Sequence
 from flink_runbooks.parse import layouts
@@ -32,6 +33,13 @@ def _cut_lines(text, value):
                                                  F.substring(text, 1, MAX_RECORD_LINE_CHARS)).otherwise(text))
             .when(F.octet_length(value) > 4 * MAX_LINE_CHARS, F.substring(text, 1, MAX_LINE_CHARS))
             .otherwise(text))
+
+
+# Terminal colours (ESC [ ... m and the other CSI sequences) that coloured layouts write, e.g. the Kubernetes
+# operator's %highlight/%style log4j pattern: taken out before any line is matched, so a coloured record reads as
+# the plain one; no line feed is touched, so line numbers stay those of the file.
+ANSI_ESCAPE = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+ANSI_ESCAPE_JAVA = "\u001b\\[[0-9;?]*[A-Za-z]"
 # Characters that make a line binary when they are more than 30 % of it: replacement characters and C0 controls
 # other than tab, line feed, form feed and carriage return.
 BINARY_CHARS_JAVA = "[\uFFFD\u0001-\u0008\u000B\u000E-\u001F]"
@@ -389,8 +397,6 @@ def scan_small_files(spark, log_uris: Sequence[str], prefilter: Prefilter):
         patterns = line_patterns(prefilter)
         whole = spark.read.text([_for_spark(u) for u in log_uris], wholetext=True)
         # A final line break ends the last line, it does not start another (as the line reader counts).
-        from flink_runbooks.collect.local import ANSI_ESCAPE_JAVA
-
         lines = whole.select(F.col("_metadata.file_path").alias("path"),
                              F.posexplode(F.split(F.regexp_replace(F.regexp_replace("value", "\\n\\z", ""),
                                                                    ANSI_ESCAPE_JAVA, ""), "\\n", -1)))

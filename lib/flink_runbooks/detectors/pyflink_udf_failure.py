@@ -76,7 +76,7 @@ class PyflinkUdfFailure(Detector):
                "lacks PyFlink.")
     versions = ("1.10 – 2.x (process mode, Beam's SDK harness); thread mode (PEMJA) since 1.15; the wordings checked "
                 "in the flink-python jars of 1.20.3 and 2.3.0, the traceback shapes recorded with 1.20.3")
-    exception_classes = ("pemja.core.PythonException", "java.lang.RuntimeException", "java.io.IOException")
+    exception_classes = ("pemja.core.PythonException",)  # its wrappers (RuntimeException, IOException) name nothing
     config_keys = ("python.executable", "python.client.executable", "python.execution-mode", "python.files",
                    "python.requirements", "python.archives", "python.pythonpath", "python.fn-execution.bundle.size")
     collect_next = _NEXT

@@ -158,6 +158,8 @@ class WatermarkStalled(Detector):
 
     def _pulled(self, incident: Incident, readings: Watermarks) -> list[Finding]:
         for job in readings.pulled_jobs:
+            if any(v.status not in (None, "RUNNING") for v in job.vertices):
+                continue  # tasks deploying, restarting or finishing: their watermarks are not yet (or no longer) kept
             vertices = [v for v in readings.vertices if v.jid == job.jid]
             sources = [v for v in vertices if v.sources]
             windows = [v for v in vertices if v.received]
@@ -182,6 +184,8 @@ class WatermarkStalled(Detector):
                 behind = _behind(vertex.received)
                 if behind:
                     return [self._behind(incident, vertex, behind, None, [])]
+            if job.history:
+                continue  # the job failed and restarted: windows without a watermark yet say nothing of a stall
             if stalled and not (sources and all(s.records == 0 for v in sources for s in v.sources)):
                 # a source that read nothing at all is no stall of the watermark: there is nothing to window
                 vertex = stalled[0]
