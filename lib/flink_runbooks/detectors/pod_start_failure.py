@@ -473,7 +473,7 @@ class PodStartFailure(Detector):
                                    snippet=self.say("nodes snippet", namespace=namespace))]
         if cause == "image-pull-failure":
             image = f.get("image") or "the image"
-            image_key = version_key(incident, _image_key(incident))
+            image_key = version_key(incident, "kubernetes.container.image.ref")
             secrets_key = version_key(incident, "kubernetes.container.image.pull-secrets")
             why = f.get("why")
             action = ("image action auth" if why == "auth" else "image action missing" if why == "missing"
@@ -519,7 +519,7 @@ class PodStartFailure(Detector):
                 patches.append(self.flink_patch(incident, "taskmanager.memory.process.size", f"{fits // MIB}m",
                                                 self.say("lower memory", left=left, resource=resource)))
             elif resource.endswith("cpu"):
-                patches.append(self.flink_patch(incident, _cpu_key(incident), fits,
+                patches.append(self.flink_patch(incident, "kubernetes.taskmanager.cpu.amount", fits,
                                                 self.say("lower cpu", left=left)))
         return patches
 
@@ -621,20 +621,6 @@ def _native(incident: Incident) -> bool:
 
     d = deployment(incident)
     return d.platform == "kubernetes" and d.native
-
-
-# 1.17 renamed both (the old spellings stay as deprecated keys; flink-dist 1.20.3 and 2.3.0 declare them so)
-_RENAMED_IN = (1, 17)
-
-
-def _image_key(incident: Incident) -> str:
-    old = incident.version_tuple is not None and tuple(incident.version_tuple[:2]) < _RENAMED_IN
-    return "kubernetes.container.image" if old else "kubernetes.container.image.ref"
-
-
-def _cpu_key(incident: Incident) -> str:
-    old = incident.version_tuple is not None and tuple(incident.version_tuple[:2]) < _RENAMED_IN
-    return "kubernetes.taskmanager.cpu" if old else "kubernetes.taskmanager.cpu.amount"
 
 
 def _quantity(text: str) -> float | None:

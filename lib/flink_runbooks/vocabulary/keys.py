@@ -118,6 +118,11 @@ CONCEPTS: tuple[Concept, ...] = (
     # HighAvailabilityOptions of the 1.20.3 jar: high-availability.type, with high-availability and recovery.mode as
     # deprecated keys; the .type spelling recorded from 1.17 (the options of the 1.17 line declare it)
     _c("high availability", ("high-availability.type", V1_17), "high-availability", "recovery.mode", default="NONE"),
+    # KubernetesConfigOptions: .ref and .amount are declared by 1.17's options (not by 1.14.6's), the older spellings
+    # stay as deprecated keys
+    _c("kubernetes image", ("kubernetes.container.image.ref", V1_17), "kubernetes.container.image"),
+    _c("kubernetes taskmanager cpu", ("kubernetes.taskmanager.cpu.amount", V1_17), "kubernetes.taskmanager.cpu"),
+    _c("kubernetes jobmanager cpu", ("kubernetes.jobmanager.cpu.amount", V1_17), "kubernetes.jobmanager.cpu"),
     _c("kerberos keytab", "security.kerberos.login.keytab", "security.keytab"),
     _c("kerberos principal", "security.kerberos.login.principal", "security.principal"),
     # FLIP-49 (1.10) memory model; the legacy network keys were removed in 2.0
