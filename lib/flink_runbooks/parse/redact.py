@@ -86,7 +86,8 @@ _AWS_ACCESS_KEY_ID = re.compile(r"(?<![A-Z0-9])(?:AKIA|ASIA|AROA|AIDA|AGPA|ANPA)
 # The password runs to the last '@' of the address: cloud secret keys hold '/' and passwords may hold '@'.
 _URL_USERINFO = re.compile(r"(?P<scheme>[a-zA-Z][\w+.-]*://)(?P<info>[^/\s@:\"'<>]*:[^\s\"'<>]+)@")
 _AUTHORIZATION = re.compile(
-    r"(?i)(?P<head>(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|negotiate)\s+)?"
+    # the scheme may already be starred out: a key glued in front ("PWDAuthorization: Basic …") masked it as a value
+    r"(?i)(?P<head>(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token|digest|negotiate|\*{6})\s+)?"
     r"|\b(?:bearer|basic)\s+(?=[A-Za-z0-9._~+/=\-]{12,})(?=[A-Za-z0-9._~+/=\-]*?(?-i:[0-9._~+/=\-]|[a-z][A-Z])))(?P<value>[A-Za-z0-9._~+/=\-]+)"
 )
 
