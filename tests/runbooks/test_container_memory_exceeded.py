@@ -230,3 +230,13 @@ def test_the_cutoff_model_is_not_used_from_1_10_on():
     [finding] = get_detector(SLUG).detect(inc)
     assert finding.root_cause.slug != "heap-cutoff-too-small"
     assert not any("cutoff" in p.key for p in finding.patches)
+
+
+def test_before_1_10_a_virtual_memory_kill_beside_a_physical_one_still_gets_the_cutoff():
+    """The cutoff is read from the TaskManager kills for memory used; a virtual-memory kill beside them is no reason
+    to fail the detector."""
+    virtual = _legacy_kill("4.1 GB").replace("physical memory limits", "virtual memory limits").replace(C3, C3[:-1] + "4")
+    inc = incident_from_text(_legacy_kill("4.1 GB") + virtual, {"taskmanager.heap.size": "4096m"}, "1.9.3")
+    [finding] = get_detector(SLUG).detect(inc)
+    assert finding.root_cause.slug == "heap-cutoff-too-small"
+    assert [p.key for p in finding.patches] == ["containerized.heap-cutoff-ratio"]

@@ -213,9 +213,10 @@ class ContainerMemoryExceeded(Detector):
         if not kills:
             return []
         mem, source = effective_taskmanager_memory(incident)
-        cause = self._cause(incident, kills, mem)
+        cut = _legacy_yarn(incident, _taskmanager_kills(kills))
+        cause = self._cause(incident, kills, mem, cut)
         kill = next((k for k in kills if k.usage is not None), kills[0])
-        patches, after = self._patches(incident, cause, kills, mem)
+        patches, after = self._patches(incident, cause, kills, mem, cut)
         details = {
             "kills": [_kill_row(k) for k in kills],
             "memory_source": source,
@@ -227,7 +228,7 @@ class ContainerMemoryExceeded(Detector):
             details["breakdown"] = breakdown_rows(mem)
         if after is not None:
             details["breakdown_after_patch"] = breakdown_rows(after)
-        summary = self._summary(incident, cause, kills, kill, mem)
+        summary = self._summary(incident, cause, kills, kill, mem, cut)
         evidence = []
         for k in kills[:4]:
             usage = (self.say("note kill usage", usage=size_text(k.usage), limit=size_text(k.limit))
@@ -252,15 +253,16 @@ class ContainerMemoryExceeded(Detector):
 
     # -- which memory was outside the budget --------------------------------------------------------------------
 
-    def _cause(self, incident: Incident, kills: list[ContainerKill], mem: TaskManagerMemory | None) -> str:
+    def _cause(self, incident: Incident, kills: list[ContainerKill], mem: TaskManagerMemory | None,
+               cut: _LegacyCutoff | None) -> str:
         if all(k.kind == "virtual" for k in kills):
             return "yarn-virtual-memory-check"
         if all(_jobmanager(k) for k in kills):
             return "jobmanager-container"
-        tm_kills = [k for k in kills if k.kind != "virtual" and not _jobmanager(k)]
+        tm_kills = _taskmanager_kills(kills)
         if all(k.kind == "evicted" for k in tm_kills):
             return "node-memory-pressure-eviction"
-        if _legacy_yarn(incident, tm_kills) is not None:
+        if cut is not None:
             return "heap-cutoff-too-small"
         limits = [k.physical_limit for k in tm_kills if k.physical_limit]
         if mem is not None and limits and min(limits) < mem.process - MIB:
@@ -287,7 +289,8 @@ class ContainerMemoryExceeded(Detector):
         wanted = max(wanted, MIN_OVERHEAD_GROWTH)
         return math.ceil(wanted / (64 * MIB)) * 64 * MIB
 
-    def _patches(self, incident: Incident, cause: str, kills: list[ContainerKill], mem: TaskManagerMemory | None):
+    def _patches(self, incident: Incident, cause: str, kills: list[ContainerKill], mem: TaskManagerMemory | None,
+                 cut: _LegacyCutoff | None):
         conf = user_memory_config(incident)
         version = incident.version_tuple
         deployment = deployment_of(incident)
@@ -310,7 +313,7 @@ class ContainerMemoryExceeded(Detector):
         if cause == "jobmanager-container":
             return self._jobmanager_patches(incident, kills), None
         if cause == "heap-cutoff-too-small":
-            return self._cutoff_patches(incident, kills), None
+            return self._cutoff_patches(incident, kills, cut), None
         if cause == "node-memory-pressure-eviction":
             patches.append(self.ops_patch(
                 "TaskManager pod memory request",
@@ -370,8 +373,7 @@ class ContainerMemoryExceeded(Detector):
             patches = [p for p in patches if p.target != "flink"]
         return patches, after
 
-    def _cutoff_patches(self, incident: Incident, kills: list[ContainerKill]):
-        cut = _legacy_yarn(incident, [k for k in kills if not _jobmanager(k)])
+    def _cutoff_patches(self, incident: Incident, kills: list[ContainerKill], cut: _LegacyCutoff):
         wanted = cut.cutoff_mb + self._growth(kills, None) // MIB
         heap = cut.container_mb - cut.cutoff_mb
         container = cut.container_mb
@@ -412,7 +414,7 @@ class ContainerMemoryExceeded(Detector):
         return [self.flink_patch(incident, k, v, why) for k, v in changes.items()]
 
     def _summary(self, incident: Incident, cause: str, kills: list[ContainerKill], kill: ContainerKill,
-                 mem: TaskManagerMemory | None) -> str:
+                 mem: TaskManagerMemory | None, cut: _LegacyCutoff | None) -> str:
         where = {"yarn": "YARN", "kubernetes": "Kubernetes", "kernel": "the kernel's cgroup OOM killer",
                  "docker": "Docker"}[kill.platform]
         what = {"physical": "for physical memory", "virtual": "for virtual memory", "oom-killed": "(OOMKilled)",
@@ -436,7 +438,6 @@ class ContainerMemoryExceeded(Detector):
         elif cause == "rocksdb-native-memory":
             sentences.append(self.say(cause, described=rocksdb_memory(incident, mem).describe()))
         elif cause == "heap-cutoff-too-small":
-            cut = _legacy_yarn(incident, [k for k in kills if not _jobmanager(k)])
             how = (self.say("cutoff by ratio", ratio=f"{cut.ratio:.2f}") if cut.cutoff_mb > cut.min_mb
                    else self.say("cutoff by min", minimum=cut.min_mb, ratio=f"{cut.ratio:.2f}"))
             jvm = self.say("jvm sizes", heap=cut.heap_mb, direct=cut.direct_mb) if cut.heap_mb else ""
@@ -474,6 +475,11 @@ class _LegacyCutoff:
         """The user's spelling when the configuration uses the deprecated yarn.* key."""
         legacy = LEGACY_CUTOFF_KEYS[key]
         return legacy if incident.config.get(legacy) is not None and incident.config.get(key) is None else key
+
+
+def _taskmanager_kills(kills: list[ContainerKill]) -> list[ContainerKill]:
+    """The kills of TaskManager containers for the memory they used (not YARN's virtual-memory check)."""
+    return [k for k in kills if k.kind != "virtual" and not _jobmanager(k)]
 
 
 def _legacy_yarn(incident: Incident, kills: list[ContainerKill]) -> _LegacyCutoff | None:
