@@ -164,7 +164,7 @@ class InsufficientNetworkBuffers(Detector):
         needed = (total - available + required) if required is not None else None
         mem, source = effective_taskmanager_memory(incident)
         derived, _ = derived_taskmanager_memory(incident)  # the model says how the network size came about
-        cause = self._cause(incident, size, network_bytes, derived)
+        cause = self._cause(incident, [ev for ev, _ in hits], size, network_bytes, derived)
         per_channel = incident.config.get_int(BUFFERS_PER_CHANNEL) or DEFAULT_BUFFERS_PER_CHANNEL
         floating = incident.config.get_int(FLOATING_PER_GATE)
         floating = DEFAULT_FLOATING_PER_GATE if floating is None else floating
@@ -225,8 +225,8 @@ class InsufficientNetworkBuffers(Detector):
                 finding.evidence.append(ev)
         return [finding]
 
-    def _cause(self, incident: Incident, size: int, network_bytes: int, derived) -> str:
-        if any(BUFFER_COUNT_NAMED.search(ev.text) for ev, _ in incident.find(INSUFFICIENT)):
+    def _cause(self, incident: Incident, failures: list[Event], size: int, network_bytes: int, derived) -> str:
+        if any(BUFFER_COUNT_NAMED.search(ev.text) for ev in failures):
             return "buffer-count-too-low"
         if size > DEFAULT_SEGMENT:
             return "segment-size-enlarged"
